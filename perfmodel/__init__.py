@@ -1,0 +1,53 @@
+"""perfmodel: an analytical roofline calculator for LLM inference.
+
+    >>> import perfmodel as pm
+    >>> pm.decode("llama-2-13b", "h100-sxm", batch=[1, 64], context=1024)   # a pandas DataFrame
+
+Every function here returns a pandas DataFrame (one row per point, SI columns) built from the
+same query functions the CLI uses (perfmodel.api). Specs are objects you can edit in code:
+
+    >>> m = pm.load_model("llama-2-13b").replace(n_kv_heads=8)
+    >>> pm.decode(m, "h100-sxm", batch=256)
+"""
+from __future__ import annotations
+
+import functools
+
+from . import api as _api
+from .engine import evaluate, max_batch, per_sequence
+from .errors import SpecError
+from .ops import Op, Precision, build_ops, param_count
+from .specs import Hardware, Model, catalog_names, load_hardware, load_model
+from .units import parse_quantity
+
+__version__ = "0.1.0"
+
+
+def _frame(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        import pandas as pd  # lazy: the CLI never pays for pandas
+
+        table = fn(*args, **kwargs)
+        df = pd.DataFrame({k: list(v) if getattr(v, "dtype", None) == object else v for k, v in table.items()})
+        for col in ("batch", "context", "prompt", "generate", "max_batch", "max_tokens", "layers", "params"):
+            if col in df and df[col].dtype.kind == "f" and (df[col] % 1 == 0).all():
+                df[col] = df[col].astype("int64")
+        return df
+
+    return wrapper
+
+
+decode = _frame(_api.decode)
+prefill = _frame(_api.prefill)
+request = _frame(_api.request)
+intensity = _frame(_api.intensity)
+kv = _frame(_api.kv)
+budget = _frame(_api.budget)
+show = _frame(_api.show)
+list_specs = _frame(_api.list_specs)
+ridge = _api.ridge
+
+__all__ = ["decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
+           "load_model", "load_hardware", "Model", "Hardware", "Precision", "Op", "build_ops", "param_count",
+           "evaluate", "max_batch", "per_sequence", "catalog_names", "parse_quantity", "SpecError"]

@@ -1,0 +1,265 @@
+"""The query layer: every CLI command and every notebook call goes through these functions.
+
+Each returns a Table: an ordered dict of equal-length columns (numpy arrays or lists) in SI units.
+`perfmodel.decode(...)` etc. (see __init__.py) wrap the same tables in pandas DataFrames; the CLI
+formats them without importing pandas, to keep a query's cold start short.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine
+from .errors import SpecError
+from .formats import get_format
+from .ops import Precision, build_ops, param_count
+from .specs import (Hardware, Model, catalog_names, check_sets, hardware_from_dict, load_hardware, load_model,
+                    load_raw)
+from .units import parse_quantity
+
+Table = dict
+
+DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-2-13b", "h100-sxm"
+
+
+def _names(x) -> list:
+    if isinstance(x, (Model, Hardware)):
+        return [x]
+    if isinstance(x, str):
+        return [s.strip() for s in x.split(",") if s.strip()]
+    return list(x)
+
+
+def _prec(weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", quantize_embeddings=False) -> Precision:
+    for fld, v in (("--weights-dtype", weights_dtype), ("--act-dtype", act_dtype), ("--kv-dtype", kv_dtype)):
+        if v is not None:
+            try:
+                get_format(v)
+            except ValueError as e:
+                raise SpecError(fld, None, str(e)) from None
+    return Precision(weights_dtype, act_dtype, kv_dtype, quantize_embeddings)
+
+
+def _positive(values, name, integer=True) -> np.ndarray:
+    a = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    if a.size == 0:
+        raise SpecError(name, None, "needs at least one value")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise SpecError(name, None, f"must be positive, got {values!r}")
+    if integer and np.any(a != np.floor(a)):
+        raise SpecError(name, None, f"must be whole numbers, got {values!r}")
+    return a
+
+
+def _flat(cols: dict) -> Table:
+    """Broadcast every column to the grid's shape and flatten (scalars and strings repeat)."""
+    shape = np.broadcast_shapes(*[np.shape(v) for v in cols.values() if isinstance(v, np.ndarray)])
+    return {k: (np.broadcast_to(v, shape).ravel() if isinstance(v, np.ndarray)
+                else np.full(int(np.prod(shape)), v, dtype=object)) for k, v in cols.items()}
+
+
+def concat(tables: list[Table]) -> Table:
+    if not tables:
+        return {}
+    return {k: np.concatenate([np.asarray(t[k]) for t in tables]) for k in tables[0]}
+
+
+def specs(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, sets: dict | None = None):
+    check_sets(sets)
+    return ([load_model(m, sets) for m in _names(model)], [load_hardware(h, sets) for h in _names(hardware)])
+
+
+PHASE_COLUMNS = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
+                 "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
+
+
+def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention, sets,
+           quantize_embeddings=False, extra=()) -> Table:
+    prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
+    B, S = _positive(batch, "--batch"), _positive(context, "--context")
+    if mode not in engine.MODES:
+        raise SpecError("--mode", None, f"must be one of {', '.join(engine.MODES)}, got {mode!r}")
+    if attention not in ("fused", "unfused"):
+        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    models, hws = specs(model, hardware, sets)
+    out = []
+    for m in models:
+        for hw in hws:
+            r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention)
+            out.append(_flat({k: r[k] for k in PHASE_COLUMNS + list(extra)}))
+    return concat(out)
+
+
+def decode(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=(1, 8, 64, 256), context=1024, mode="roofline",
+           weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
+           quantize_embeddings=False) -> Table:
+    """One decode step (T = 1) per batch size x context: latency, throughput B/step, memory, fit."""
+    return _phase("decode", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
+                  sets, quantize_embeddings)
+
+
+def prefill(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=(128, 512, 1024, 4096),
+            mode="roofline", weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
+            quantize_embeddings=False) -> Table:
+    """Prefill of `context` prompt tokens per sequence (TTFT); throughput counts prompt tokens."""
+    return _phase("prefill", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
+                  sets, quantize_embeddings)
+
+
+def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024, generate=256, mode="roofline",
+            weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
+            quantize_embeddings=False) -> Table:
+    """A whole request: prefill P prompt tokens, then generate G tokens (context grows each step)."""
+    prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
+    B, P = _positive(batch, "--batch"), _positive(prompt, "--prompt")
+    G = _positive(generate, "--generate")
+    if G.size != 1:
+        raise SpecError("--generate", None, "takes one value")
+    models, hws = specs(model, hardware, sets)
+    out = []
+    for m in models:
+        for hw in hws:
+            r = engine.request(m, hw, B, P, int(G[0]), mode, prec, attention)
+            r["context"] = r["prompt"] + G[0]
+            cols = PHASE_COLUMNS + ["prompt", "generate", "ttft_s", "decode_s"]
+            out.append(_flat({k: r[k] for k in cols}))
+    return concat(out)
+
+
+def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1024, weights_dtype="bf16",
+              kv_dtype=None, act_dtype="bf16", attention="fused", sets=None, phases=("prefill", "decode"),
+              quantize_embeddings=False) -> Table:
+    """Per-op FLOPs, bytes, intensity, roofline time and bound, for prefill and decode (all layers)."""
+    prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
+    B = float(_positive(batch, "--batch")[0])
+    S = float(_positive(context, "--context")[0])
+    (m,), (hw,) = specs(model, hardware, sets)
+    rows = {k: [] for k in ("op", "phase", "layers", "flops", "bytes", "intensity", "time_s", "bound")}
+    for phase in phases:
+        ops = build_ops(m, B, 1.0 if phase == "decode" else S, S, phase, prec, attention)
+        for op, (tc, tm, t) in zip(ops, engine.op_times(ops, hw, prec)):
+            f, b = float(op.flops) * op.count, float(op.bytes) * op.count
+            for k, v in (("op", op.label), ("phase", phase), ("layers", op.count), ("flops", f), ("bytes", b),
+                         ("intensity", f / b if b else float("inf")), ("time_s", float(t) * op.count),
+                         ("bound", "compute" if tc > tm else "memory")):
+                rows[k].append(v)
+    return {k: np.asarray(v, dtype=object if k in ("op", "phase", "bound") else float) for k, v in rows.items()}
+
+
+def kv(model=DEFAULT_MODEL, context=1024, batch=1, kv_dtype="bf16", sets=None) -> Table:
+    """KV-cache bytes per token (average at that context) and for the whole batch."""
+    prec = _prec("bf16", kv_dtype, "bf16")
+    B, S = _positive(batch, "--batch"), _positive(context, "--context")
+    check_sets(sets)
+    out = []
+    for name in _names(model):
+        m = load_model(name, sets)
+        Bg, Sg = np.meshgrid(B, S, indexing="ij")
+        ps = engine.per_sequence(m, Sg, prec)
+        out.append(_flat({"model": m.name, "context": Sg, "batch": Bg, "kv_bytes_per_token": ps["kv_bytes_per_seq"] / Sg,
+                          "kv_cache_bytes": Bg * ps["kv_bytes_per_seq"]}))
+    return concat(out)
+
+
+def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weights_dtype="bf16", kv_dtype=None,
+           act_dtype="bf16", context=1024, sets=None, quantize_embeddings=False) -> Table:
+    """The inverse question: after weights and overhead, how many KV tokens fit, and how many users
+    at each context (KV plus each sequence's decode activations)."""
+    prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
+    S = _positive(context, "--context")
+    cap = _quantity(memory, "--memory", "bytes") if memory is not None else None
+    over = _quantity(overhead, "--overhead", "bytes", allow_zero=True)
+    if cap is None:
+        (hw,) = specs(DEFAULT_MODEL, hardware or DEFAULT_HARDWARE, sets)[1]
+        cap, device = hw.memory_capacity, hw.name
+    else:
+        if hardware is not None:
+            raise SpecError("--memory", None, "give either -H HARDWARE or --memory, not both")
+        device = "custom"
+    check_sets(sets)
+    out = []
+    for name in _names(model):
+        m = load_model(name, sets)
+        ps = engine.per_sequence(m, S, prec)
+        free = cap - over - ps["weight_bytes"]
+        max_tokens = np.maximum(np.floor(free / (ps["kv_bytes_per_seq"] / S)), 0)
+        mb = engine.max_batch(m, cap, S, prec, over)
+        out.append(_flat({"model": m.name, "hardware": device, "memory_capacity": cap + 0 * S, "overhead_bytes": over,
+                          "weight_bytes": ps["weight_bytes"] + 0 * S, "context": S, "kv_bytes_per_token": ps["kv_bytes_per_seq"] / S,
+                          "max_tokens": max_tokens, "max_batch": mb, "fits": free > 0}))
+    return concat(out)
+
+
+def _quantity(v, name, dim, allow_zero=False) -> float:
+    if allow_zero and (v == 0 or v == "0"):
+        return 0.0
+    try:
+        return parse_quantity(v, dim)
+    except ValueError as e:
+        raise SpecError(name, None, str(e)) from None
+
+
+def show(name: str, sets=None, weights_dtype="bf16", kv_dtype=None) -> Table:
+    """A spec with its derived numbers: params, KV bytes per token and weight bytes for a model;
+    ridge points for a hardware spec."""
+    check_sets(sets)
+    kind = _kind_of(name)
+    if kind == "models":
+        m = load_model(name, sets)
+        prec = _prec(weights_dtype, kv_dtype)
+        ps = engine.per_sequence(m, np.array([float(m.max_context)]), prec)
+        row = {"name": m.name, "params": param_count(m), "kv_bytes_per_token": engine.kv_growth_per_token(m, prec),
+               "weight_bytes": float(ps["weight_bytes"]), "published_params": m.published_params or np.nan,
+               "kv_bytes_at_max_context": float(ps["kv_bytes_per_seq"][0]),
+               "fixed_state_bytes_per_seq": float(ps["fixed_state_bytes_per_seq"][0])}
+        for f in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "max_context",
+                  "mlp", "tied_embeddings", "sliding_window", "layer_pattern", "kv_share", "source"):
+            row[f] = getattr(m, f)
+        if m.mla:
+            row["mla"] = str(m.mla)
+        if m.moe:
+            row["moe"] = str(m.moe)
+    else:
+        hw = load_hardware(name, sets)
+        row = {"name": hw.name, "memory_capacity": hw.memory_capacity, "memory_bandwidth": hw.memory_bandwidth}
+        for k, v in hw.peak_flops.items():
+            row[f"peak_{k}_flops"] = v
+            row[f"ridge_{k}"] = v / hw.memory_bandwidth
+        for k in ("interconnect_bandwidth", "l2_cache", "tdp"):
+            if getattr(hw, k) is not None:
+                row[k] = getattr(hw, k)
+    return {k: np.asarray([v], dtype=object if isinstance(v, str) or v is None else None) for k, v in row.items()}
+
+
+def _kind_of(name) -> str:
+    if isinstance(name, Model):
+        return "models"
+    if isinstance(name, Hardware):
+        return "hardware"
+    if str(name) in catalog_names("models"):
+        return "models"
+    if str(name) in catalog_names("hardware"):
+        return "hardware"
+    data, path = load_raw(name, "models")  # a user's file: hardware has memory_bandwidth, models d_model
+    return "hardware" if "memory_bandwidth" in data else "models"
+
+
+def list_specs(kind: str = "all") -> Table:
+    kinds = {"all": ("hardware", "models"), "hardware": ("hardware",), "models": ("models",)}
+    if kind not in kinds:
+        raise SpecError("list", None, f"choose hardware or models, got {kind!r}")
+    rows = {"kind": [], "name": [], "description": []}
+    for k in kinds[kind]:
+        for n in catalog_names(k):
+            data, _ = load_raw(n, k)
+            rows["kind"].append(k)
+            rows["name"].append(n)
+            rows["description"].append(str(data.get("description") or data.get("name", "")))
+    return {k: np.asarray(v, dtype=object) for k, v in rows.items()}
+
+
+def ridge(hardware=DEFAULT_HARDWARE, dtype="bf16") -> float:
+    return load_hardware(hardware).ridge(dtype)
+
+
+__all__ = ["decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
+           "hardware_from_dict"]

@@ -1,0 +1,203 @@
+"""`perfmodel` command line: each command is one call into perfmodel.api plus formatting.
+
+Bad input (a YAML file, an option) prints one line `perfmodel: error: <where>: <field>: <problem>`
+and exits 2; never a traceback.
+"""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import click
+import typer
+import yaml
+
+from . import api
+from .errors import SpecError
+from .report import FORMATS, render, render_vertical
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="Analytical roofline calculator for LLM inference.")
+
+# ---------------------------------------------------------------- shared options
+Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path (comma list allowed).")
+Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path (comma list allowed).")
+Mode = typer.Option("roofline", "--mode", help="roofline: sum of per-op roofline times; simple: (weights + B*KV)/bandwidth.")
+WDtype = typer.Option("bf16", "--weights-dtype", help="Weight format: fp32, bf16, fp16, fp8, int8, int4[-gN].")
+KVDtype = typer.Option(None, "--kv-dtype", help="KV-cache format (default: the activation format).")
+ADtype = typer.Option("bf16", "--act-dtype", help="Activation/compute format; fp8/int8 use the 8-bit tensor rate.")
+Attn = typer.Option("fused", "--attention", help="fused (FlashAttention: no score matrix in HBM) or unfused.")
+Sets = typer.Option(None, "--set", help="Override a spec field: key=value (repeatable), e.g. n_kv_heads=8, memory_bandwidth='4 TB/s'.")
+Fmt = typer.Option("table", "--format", help="table (for people), json or csv (SI units).")
+
+
+def _ints(text: str, opt: str) -> list[float]:
+    try:
+        vals = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(opt, None, f"expected comma-separated numbers, got {text!r}") from None
+    if not vals:
+        raise SpecError(opt, None, "needs at least one value")
+    return vals
+
+
+def _sets(items: Optional[List[str]]) -> dict:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise SpecError("--set", it, "expected key=value")
+        k, v = it.split("=", 1)
+        try:
+            out[k.strip()] = yaml.safe_load(v) if v.strip() else None
+        except yaml.YAMLError:
+            out[k.strip()] = v
+    return out
+
+
+def _fmt(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise SpecError("--format", None, f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
+               "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
+
+
+def _why(table, hardware, sets) -> str:
+    """A footer that says why: the ridge point against the step's intensity."""
+    _, hws = api.specs(api.DEFAULT_MODEL, hardware, sets)
+    notes = [f"ridge of {hw.name}: {hw.ridge():.0f} FLOP/B (bf16 peak / bandwidth)" for hw in hws]
+    if len(table["fits"]) and not all(table["fits"]):
+        notes.append("fits=NO: weights + KV cache + activations exceed the device memory")
+    notes.append("a step whose intensity is below the ridge is memory-bound; `perfmodel intensity` gives the per-op table")
+    return "\n".join("# " + n for n in notes)
+
+
+# ---------------------------------------------------------------- commands
+@app.command("list")
+def list_cmd(kind: str = typer.Argument("all", help="hardware, models or all"), fmt: str = Fmt):
+    """List the hardware and model catalogs."""
+    _out(render(api.list_specs(kind), _fmt(fmt)))
+
+
+@app.command()
+def show(name: str = typer.Argument(..., help="A catalog name or YAML path (model or hardware)."),
+         weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, sets: Optional[List[str]] = Sets,
+         fmt: str = Fmt):
+    """A spec with derived numbers: params, KV bytes per token, weight bytes (or ridge points)."""
+    t = api.show(name, _sets(sets), weights_dtype, kv_dtype)
+    if _fmt(fmt) == "json":
+        cols = ["name", "params", "kv_bytes_per_token", "weight_bytes"] if "params" in t else None
+        _out(render({k: t[k] for k in (cols or t)}, fmt))
+    else:
+        _out(render_vertical(t, fmt))
+
+
+@app.command()
+def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1,8,64,256", "--batch"),
+           context: str = typer.Option("1024", "--context"), mode: str = Mode, weights_dtype: str = WDtype,
+           kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
+           sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """One decode step per batch size: latency, throughput (B / step), memory and fit."""
+    t = api.decode(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
+                   kv_dtype, act_dtype, attention, _sets(sets))
+    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS, PHASE_HUMAN))
+    if fmt == "table":
+        _out(_why(t, hardware, _sets(sets)))
+
+
+@app.command()
+def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch"),
+            context: str = typer.Option("128,512,1024,4096", "--context", help="Prompt length(s)."), mode: str = Mode,
+            weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+            attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """Prefill of the prompt (time to first token); throughput counts prompt tokens per second."""
+    t = api.prefill(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
+                    kv_dtype, act_dtype, attention, _sets(sets))
+    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS, PHASE_HUMAN))
+
+
+@app.command()
+def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch"),
+            prompt: str = typer.Option("1024", "--prompt", help="Prompt tokens P (comma list allowed)."),
+            generate: int = typer.Option(256, "--generate", help="Generated tokens G."), mode: str = Mode,
+            weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+            attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """A whole request: prefill P tokens, then G decode steps with a growing context."""
+    t = api.request(model, hardware, _ints(batch, "--batch"), _ints(prompt, "--prompt"), generate, mode,
+                    weights_dtype, kv_dtype, act_dtype, attention, _sets(sets))
+    human = ["model", "hardware", "batch", "prompt", "generate", "ttft_s", "decode_s", "latency_s",
+             "throughput_tok_s", "memory_bytes", "fits", "bound"]
+    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS + ["prompt", "generate", "ttft_s"], human))
+
+
+@app.command()
+def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer.Option(1, "--batch"),
+              context: float = typer.Option(1024, "--context"), weights_dtype: str = WDtype,
+              kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode."""
+    t = api.intensity(model, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, attention, _sets(sets))
+    cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound"]
+    _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]))
+
+
+@app.command()
+def kv(model: str = Model, context: str = typer.Option("1024", "--context"), batch: str = typer.Option("1", "--batch"),
+       kv_dtype: str = typer.Option("bf16", "--kv-dtype"), sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """KV-cache bytes per token and per batch, for one or more models."""
+    t = api.kv(model, _ints(context, "--context"), _ints(batch, "--batch"), kv_dtype, _sets(sets))
+    _out(render(t, _fmt(fmt)))
+
+
+@app.command()
+def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H", "--hardware"),
+           memory: Optional[str] = typer.Option(None, "--memory", help="Device memory instead of -H, e.g. 24GiB."),
+           overhead: str = typer.Option("0", "--overhead", help="Reserved memory, e.g. 1.5GiB."),
+           weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+           context: str = typer.Option("1024", "--context"), sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """The inverse question: how many KV tokens fit, and how many users at a context."""
+    t = api.budget(model, hardware, memory, overhead, weights_dtype, kv_dtype, act_dtype,
+                   _ints(context, "--context"), _sets(sets))
+    _out(render(t, _fmt(fmt), ["model", "max_tokens", "max_batch", "weight_bytes", "context"],
+                ["model", "hardware", "memory_capacity", "overhead_bytes", "weight_bytes", "context",
+                 "kv_bytes_per_token", "max_tokens", "max_batch"]))
+
+
+def main(argv: Optional[list] = None) -> int:
+    """Entry point: runs the app, turning every bad-input path into one line and exit code 2."""
+    try:
+        app(args=argv, prog_name="perfmodel", standalone_mode=False)
+    except SpecError as e:
+        sys.stderr.write(f"perfmodel: error: {e}\n")
+        return 2
+    except click.exceptions.NoArgsIsHelp as e:  # bare `perfmodel`: help text, as click would
+        sys.stdout.write(e.ctx.get_help() + "\n")
+        return 0
+    except click.exceptions.UsageError as e:
+        sys.stderr.write(f"perfmodel: error: {e.format_message()}\n")
+        return 2
+    except click.exceptions.Abort:
+        sys.stderr.write("perfmodel: aborted\n")
+        return 1
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except (ValueError, OverflowError, ZeroDivisionError) as e:  # a value the engine rejects
+        sys.stderr.write(f"perfmodel: error: {e}\n")
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,156 @@
+"""Metrics derived from the op list: roofline time, memory, decode, prefill, request, capacity.
+
+Every function takes batch sizes and context lengths as numpy arrays that broadcast; nothing
+loops in Python per point. Results are dicts of columns (SI units): the CLI formats them and the
+public API (perfmodel/__init__.py) wraps them in pandas DataFrames.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ops import ATTENTION, MATMUL, Op, Precision, build_ops
+from .specs import Hardware, Model
+
+MODES = ("roofline", "simple")
+
+
+def _peaks(hw: Hardware, prec: Precision) -> dict:
+    """Tensor-core rate for the activation format (weight-only quantization keeps 16-bit math);
+    the fp32 vector rate for elementwise ops where the datasheet gives one."""
+    _, af, _, _ = prec.formats()
+    tensor = hw.peak(af.peak)
+    return {MATMUL: tensor, ATTENTION: tensor, "vector": hw.peak_flops.get("fp32", tensor)}
+
+
+def op_times(ops: list[Op], hw: Hardware, prec: Precision):
+    """Per op (one instance): compute time, memory time, roofline time max(FLOPs/peak, bytes/bw)."""
+    peaks = _peaks(hw, prec)
+    out = []
+    for op in ops:
+        tc = op.flops / peaks[op.kind]
+        tm = op.bytes / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
+        out.append((tc, tm, np.maximum(tc, tm)))
+    return out
+
+
+def roofline(ops: list[Op], hw: Hardware, prec: Precision) -> dict:
+    """Sum of per-op roofline times, with totals of FLOPs and bytes and the dominant bound."""
+    time = flops = nbytes = t_compute_bound = 0.0
+    for op, (tc, tm, t) in zip(ops, op_times(ops, hw, prec)):
+        time = time + t * op.count
+        flops = flops + op.flops * op.count
+        nbytes = nbytes + op.bytes * op.count
+        t_compute_bound = t_compute_bound + np.where(tc > tm, t, 0.0) * op.count
+    return {"time": time, "flops": flops, "bytes": nbytes, "compute_bound_time": t_compute_bound}
+
+
+def memory(ops: list[Op], model: Model, B, S, prec: Precision) -> dict:
+    """Weights + KV cache of B sequences at context S + peak live activations of this step."""
+    _, af, _, _ = prec.formats()
+    weights = sum(op.w_stored * op.count for op in ops)
+    kv_seq = sum(op.kv_stored * op.count for op in ops)  # bytes per sequence
+    # live activations: the residual stream plus the largest op's inputs and outputs
+    act = np.max(np.broadcast_arrays(*[np.asarray(op.act_read + op.act_write, float) for op in ops]), axis=0)
+    act = act + ops[0].act_write  # the embedding output = residual stream (M x D)
+    kv = B * kv_seq
+    return {"weight_bytes": weights, "kv_bytes_per_seq": kv_seq + 0 * S, "kv_cache_bytes": kv,
+            "activation_bytes": act, "memory_bytes": weights + kv + act}
+
+
+def _grid(batch, context):
+    B = np.atleast_1d(np.asarray(batch, dtype=np.float64))
+    S = np.atleast_1d(np.asarray(context, dtype=np.float64))
+    return np.meshgrid(B, S, indexing="ij")
+
+
+def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", mode: str = "roofline",
+             prec: Precision | None = None, attention: str = "fused", causal_skip: bool = True,
+             grid: bool = True) -> dict:
+    """Latency, throughput, memory and fit for one phase over batch x context (or broadcast)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    prec = prec or Precision()
+    B, S = _grid(batch, context) if grid else np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
+    T = 1.0 if phase == "decode" else S
+    ops = build_ops(model, B, T, S, phase, prec, attention, causal_skip)
+    rf = roofline(ops, hw, prec)
+    mem = memory(ops, model, B, S, prec)
+    if mode == "simple":  # the lecture: a memory-bound step streams all weights and every sequence's KV
+        latency = (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth
+        if phase == "prefill":
+            latency = np.maximum(latency, rf["flops"] / hw.peak(prec.formats()[1].peak))
+        bound = np.where(latency > (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth,
+                         "compute", "memory")
+    else:
+        latency = rf["time"]
+        bound = np.where(rf["compute_bound_time"] * 2 > latency, "compute", "memory")
+    tokens = B * (1.0 if phase == "decode" else S)
+    latency = latency + 0 * B
+    return {"model": model.name, "hardware": hw.key or hw.name, "phase": phase, "batch": B, "context": S, "mode": mode,
+            "latency_s": latency, "throughput_tok_s": tokens / latency,
+            "weight_bytes": mem["weight_bytes"] + 0 * B, "kv_cache_bytes": mem["kv_cache_bytes"] + 0 * B,
+            "activation_bytes": mem["activation_bytes"] + 0 * B, "memory_bytes": mem["memory_bytes"] + 0 * B,
+            "fits": mem["memory_bytes"] <= hw.memory_capacity, "bound": bound,
+            "intensity": rf["flops"] / rf["bytes"] + 0 * B, "flops": rf["flops"] + 0 * B,
+            "bytes": rf["bytes"] + 0 * B}
+
+
+def request(model: Model, hw: Hardware, batch, prompt, generate: int, mode: str = "roofline",
+            prec: Precision | None = None, attention: str = "fused", chunk: int = 4096) -> dict:
+    """A whole request: prefill P tokens, then G decode steps at contexts P, P+1, ..., P+G-1.
+
+    The decode steps form an extra array axis (chunked to bound memory), not a Python loop per point.
+    """
+    prec = prec or Precision()
+    pre = evaluate(model, hw, batch, prompt, "prefill", mode, prec, attention)
+    B, P = pre["batch"], pre["context"]
+    total = np.zeros_like(B)
+    for g0 in range(0, int(generate), chunk):
+        g = np.arange(g0, min(int(generate), g0 + chunk), dtype=np.float64)
+        step = evaluate(model, hw, B[..., None], P[..., None] + g, "decode", mode, prec, attention, grid=False)
+        total = total + step["latency_s"].sum(axis=-1)
+    end = evaluate(model, hw, B, P + max(int(generate) - 1, 0), "decode", mode, prec, attention, grid=False)
+    latency = pre["latency_s"] + total
+    out = dict(end)
+    out.update(phase="request", context=P, prompt=P, generate=float(generate), latency_s=latency,
+               ttft_s=pre["latency_s"], decode_s=total,
+               throughput_tok_s=B * generate / latency,
+               memory_bytes=np.maximum(end["memory_bytes"], pre["memory_bytes"]))
+    out["fits"] = out["memory_bytes"] <= hw.memory_capacity
+    out["bound"] = np.where(pre["latency_s"] > total, pre["bound"], end["bound"])
+    out["intensity"] = (pre["flops"] + end["flops"] * generate) / (pre["bytes"] + end["bytes"] * generate)
+    return out
+
+
+def per_sequence(model: Model, context, prec: Precision | None = None, phase: str = "decode") -> dict:
+    """Weights, and the per-sequence KV and activation bytes at each context (memory is linear in B)."""
+    prec = prec or Precision()
+    S = np.asarray(context, dtype=np.float64)
+    ops = build_ops(model, 1.0, 1.0 if phase == "decode" else S, S, phase, prec)
+    mem = memory(ops, model, 1.0, S, prec)
+    zero = memory(build_ops(model, 1.0, 1.0, 0.0 * S, "decode", prec), model, 1.0, 0.0 * S, prec)
+    return {"weight_bytes": mem["weight_bytes"], "kv_bytes_per_seq": mem["kv_bytes_per_seq"],
+            "activation_bytes_per_seq": mem["activation_bytes"],
+            "fixed_state_bytes_per_seq": zero["kv_bytes_per_seq"]}
+
+
+def max_batch(model: Model, capacity: float, context, prec: Precision | None = None, overhead: float = 0.0,
+              phase: str = "decode"):
+    """Largest B with weights + overhead + B*(KV + activations per sequence) <= capacity (0 if none)."""
+    ps = per_sequence(model, context, prec, phase)
+    free = capacity - overhead - ps["weight_bytes"]
+    b = np.floor(free / (ps["kv_bytes_per_seq"] + ps["activation_bytes_per_seq"]))
+    return np.maximum(b, 0.0)
+
+
+def kv_bytes_per_token(model: Model, context, prec: Precision | None = None):
+    """Average KV bytes per token of one sequence at that context (sliding windows and fixed
+    states make it depend on S; for full attention it is the constant 2*K*H*L*bytes)."""
+    S = np.asarray(context, dtype=np.float64)
+    return per_sequence(model, S, prec)["kv_bytes_per_seq"] / S
+
+
+def kv_growth_per_token(model: Model, prec: Precision | None = None) -> float:
+    """KV bytes one more token adds while the context is below every window: 2*K*H*L_kv*bytes."""
+    ps = per_sequence(model, np.array([0.0, 1.0]), prec)
+    return float(ps["kv_bytes_per_seq"][1] - ps["kv_bytes_per_seq"][0])

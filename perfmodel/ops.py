@@ -1,0 +1,305 @@
+"""The op list: the single source of truth for FLOPs, bytes, parameters and KV-cache size.
+
+`build_ops(model, B, T, S, phase, prec, attention)` lists every operator of one forward pass of a
+transformer over B sequences, T new tokens each, attending to S tokens of context (the KV length,
+new tokens included). prefill: T = S. decode: T = 1, S = tokens in the cache.
+
+Every metric in perfmodel (prefill, decode, KV cache, memory, intensity tables, parameter count)
+is a sum or max over this list; nothing else counts FLOPs or bytes.
+
+Notation (BRIEF): B batch, S context, T new tokens, D d_model, F d_ff, N query heads,
+K kv heads, H head dim, L layers, V vocab; M = B*T tokens in this forward.
+Quantities are numpy arrays broadcast over B and S; `count` multiplies per-layer ops by layers.
+
+What is counted (docs/derivations.md has the full derivation):
+- matmul X(M x d_in) W(d_in x d_out): FLOPs 2*M*d_in*d_out; reads W once plus X; writes Y.
+- attention, fused (FlashAttention): reads Q, K, V once, writes O; no score matrix reaches HBM.
+  Causal: a fused kernel skips fully masked tiles, so it counts the T(T+1)/2 + T(S-T) causal
+  (query, key) pairs; `causal_skip=False` counts the full T x S. Unfused kernels compute the full
+  T x S score matrix and write, re-read (softmax), write and re-read it (AV).
+- KV traffic: the new tokens' K, V are written once (by the QKV projection); each layer reads the
+  cache it attends to once per step. Nothing is counted twice.
+- MoE: only active experts do FLOPs; the weights read per step are those of the experts that at
+  least one of the M tokens routes to, E*(1-(1-k/E)^M) in expectation under uniform routing.
+- Embedding lookup reads only the M gathered rows; the LM head reads the whole V x D matrix.
+  In prefill the LM head covers the last position of each sequence only (B rows).
+- Softmax, norm and activation FLOPs are small counts (listed per op) at the vector (fp32) rate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .formats import Format, get_format
+from .specs import Model
+
+MATMUL, ATTENTION, VECTOR = "matmul", "attention", "vector"
+
+
+@dataclass
+class Precision:
+    """Storage formats of weights, activations and KV cache (names from perfmodel.formats)."""
+
+    weights: str = "bf16"
+    act: str = "bf16"
+    kv: str | None = None  # None: same as act
+    quantize_embeddings: bool = False  # by default embeddings / LM head stay 16-bit when weights are quantized
+
+    def formats(self) -> tuple[Format, Format, Format, Format]:
+        wf, af = get_format(self.weights), get_format(self.act)
+        kf = get_format(self.kv) if self.kv else af
+        hf = wf if (wf.bits >= 16 or self.quantize_embeddings) else get_format("bf16")
+        return wf, af, kf, hf  # hf: embeddings, LM head, norms, biases
+
+
+class Op:
+    """One operator of one layer (x count layers). Byte fields are HBM traffic per instance."""
+
+    __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
+                 "kv_write", "params", "w_stored", "kv_stored")
+
+    def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
+                 act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0):
+        self.name, self.group, self.count, self.kind = name, group, count, kind
+        self.flops, self.w_read, self.kv_read = flops, w_read, kv_read
+        self.act_read, self.act_write, self.kv_write = act_read, act_write, kv_write
+        self.params, self.w_stored, self.kv_stored = params, w_stored, kv_stored  # kv_stored: per sequence
+
+    @property
+    def bytes(self):
+        return self.w_read + self.kv_read + self.act_read + self.act_write + self.kv_write
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}[{self.group}]" if self.group else self.name
+
+    def __repr__(self):
+        return f"Op({self.label} x{self.count})"
+
+
+def causal_pairs(T, S, W=None, causal_skip=True):
+    """(query, key) pairs per sequence: T queries at positions S-T+1..S, each seeing min(p, W) keys.
+
+    causal_skip=False: the T x S_read rectangle a kernel computes when it does not skip masked tiles.
+    """
+    if not causal_skip:
+        return T * kv_read_len(T, S, W)
+    a, b = S - T + 1, S  # first and last query position (1-based)
+    if W is None:
+        return (a + b) * T / 2  # sum_{p=a}^{b} p = T(S-T) + T(T+1)/2
+    c = np.clip(W, a - 1, b)  # last position whose query still sees all its past
+    return (c * (c + 1) - (a - 1) * a) / 2 + (b - c) * W
+
+
+def kv_read_len(T, S, W=None):
+    """Keys a chunk of T queries needs: S, or the last T+W-1 under a sliding window W."""
+    return S if W is None else np.minimum(S, W + T - 1)
+
+
+def _touched(E, k, M):
+    """Expected distinct experts hit by M tokens routing to k of E each, uniformly."""
+    if E == k:
+        return float(E) + 0 * M
+    return E * (1.0 - (1.0 - k / E) ** M)
+
+
+class _Builder:
+    def __init__(self, m: Model, B, T, S, phase, prec: Precision, attention: str, causal_skip: bool):
+        self.m, self.B, self.T, self.S, self.phase = m, B, T, S, phase
+        self.M = B * T
+        self.wf, af, self.kf, self.hf = prec.formats()
+        self.ab, self.kb, self.hb = af.bits / 8, self.kf.bits / 8, self.hf.bits / 8
+        self.unfused = attention == "unfused"
+        self.causal_skip = causal_skip
+        self.ops: list[Op] = []
+
+    def add(self, *a, **kw) -> Op:
+        op = Op(*a, **kw)
+        self.ops.append(op)
+        return op
+
+    # -- building blocks ---------------------------------------------------------------
+    def matmul(self, name, g, n, rows, d_in, d_out, n_mats=1, bias=False, fmt: Format | None = None,
+               touched=1.0, instances=1, kv_out=0):
+        """rows x d_in times n_mats matrices (d_in x d_out) held by `instances` copies (experts),
+        of which `touched` are read. kv_out: output columns that go to the KV cache."""
+        fmt = fmt or self.wf
+        w = n_mats * (fmt.nbytes(d_in * d_out, row=d_in) + (d_out * self.hb if bias else 0))
+        p = n_mats * (d_in * d_out + (d_out if bias else 0))
+        out_cols = n_mats * d_out - kv_out
+        return self.add(name, g, n, MATMUL, flops=2.0 * rows * d_in * d_out * n_mats, w_read=w * touched,
+                        act_read=rows * d_in * self.ab, act_write=rows * out_cols * self.ab,
+                        kv_write=rows * kv_out * self.kb, params=p * instances, w_stored=w * instances)
+
+    def vector(self, name, g, n, elems, flops_per, reads=1, writes=1, params=0):
+        """Elementwise op over `elems` activations: reads `reads` and writes `writes` tensors of that size."""
+        return self.add(name, g, n, VECTOR, flops=flops_per * elems, act_read=reads * elems * self.ab,
+                        act_write=writes * elems * self.ab, params=params, w_stored=params * self.hb,
+                        w_read=params * self.hb)
+
+    def norm(self, name, g, n, rows, width):
+        ln = self.m.norm == "layernorm"  # LayerNorm: weight + bias, ~7 FLOP/elem; RMSNorm: weight, ~4
+        return self.vector(name, g, n, rows * width, 7 if ln else 4, params=(2 if ln else 1) * width)
+
+    # -- attention ---------------------------------------------------------------------
+    def attention_core(self, g, n, W, Nq, dqk, dv, kv_bytes_k, kv_bytes_v, from_cache=True):
+        """Scores and weighted sum for Nq heads of width dqk (scores) and dv (values).
+
+        kv_bytes_k/v: bytes per key token per sequence of the K and V read (shared heads counted once).
+        """
+        B, T, S = self.B, self.T, self.S
+        pairs = causal_pairs(T, S, W, self.causal_skip and not self.unfused)
+        klen = kv_read_len(T, S, W)
+        k_read, v_read = B * klen * kv_bytes_k, B * klen * kv_bytes_v
+        rd = {"kv_read": k_read} if from_cache else {"act_read": k_read}
+        qk = self.add("attn_qk", g, n, ATTENTION, flops=2.0 * B * pairs * Nq * dqk, **rd)
+        qk.act_read = qk.act_read + self.M * Nq * dqk * self.ab  # Q
+        av = self.add("attn_av", g, n, ATTENTION, flops=2.0 * B * pairs * Nq * dv,
+                      act_write=self.M * Nq * dv * self.ab, **({"kv_read": v_read} if from_cache else {"act_read": v_read}))
+        if self.unfused:  # the score matrix B*N*T*S_read goes to HBM: written, softmaxed, re-read
+            scores = B * Nq * T * klen
+            qk.act_write = scores * self.ab
+            sm = Op("attn_softmax", g, n, VECTOR, flops=5.0 * scores, act_read=scores * self.ab, act_write=scores * self.ab)
+            self.ops.insert(len(self.ops) - 1, sm)  # between QK^T and AV
+            av.act_read = av.act_read + scores * self.ab
+
+    def attention_block(self, g, n, kind, owner):
+        m, M, ab = self.m, self.M, self.ab
+        N, K, H, D = m.N, m.K, m.H, m.D
+        W = m.sliding_window if kind == "L" else None
+        bias = m.qkv_bias or m.linear_bias
+        if m.mla:
+            return self.mla_block(g, n, W)
+        Kown = K if owner else 0
+        if kind == "R":  # linear attention / SSM: K, V update a fixed state instead of a cache
+            self.matmul("qkv_proj", g, n, M, D, (N + 2 * K) * H, bias=bias)
+            state = m.linear_state or K * H * H
+            self.add("linear_attn", g, n, ATTENTION, flops=2.0 * M * state * (1 + N / K),
+                     act_read=M * (N + 2 * K) * H * ab, act_write=M * N * H * ab,
+                     kv_read=self.B * state * self.kb, kv_write=self.B * state * self.kb,
+                     kv_stored=state * self.kb + 0 * self.S)
+        else:
+            # fused QKV projection; the K, V columns are written straight into the cache
+            qkv = self.matmul("qkv_proj", g, n, M, D, (N + 2 * Kown) * H, bias=bias, kv_out=2 * Kown * H)
+            if owner:  # 2 (K and V) * K heads * H * bytes per cached token, min(S, W) tokens kept
+                qkv.kv_stored = 2 * K * H * self.kb * (self.S if W is None else np.minimum(self.S, W))
+            if m.position == "rope":  # rotate q and the new k
+                self.vector("rope", g, n, M * (N + Kown) * H, 3)
+            self.attention_core(g, n, W, N, H, H, K * H * self.kb, K * H * self.kb)
+        self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias)
+
+    def mla_block(self, g, n, W):
+        """DeepSeek MLA. Cache: latent r + RoPE key d_r per token. Decode uses the absorbed form
+        (attention over the latent, W_UK folded into q, W_UV applied after); prefill materialises
+        per-head K, V from the latent (the usual split in DeepSeek / vLLM kernels)."""
+        m, M, a = self.m, self.M, self.m.mla
+        N, D, r, dr, dn, dv = m.N, m.D, a.kv_lora_rank, a.rope_dim, a.nope_dim, a.v_head_dim
+        if a.q_lora_rank:
+            self.matmul("q_a_proj", g, n, M, D, a.q_lora_rank)
+            self.norm("q_a_norm", g, n, M, a.q_lora_rank)
+            self.matmul("q_b_proj", g, n, M, a.q_lora_rank, N * (dn + dr))
+        else:
+            self.matmul("q_proj", g, n, M, D, N * (dn + dr))
+        kva = self.matmul("kv_a_proj", g, n, M, D, r + dr, kv_out=r + dr)
+        kva.kv_stored = (r + dr) * self.kb * (self.S if W is None else np.minimum(self.S, W))
+        self.norm("kv_a_norm", g, n, M, r)
+        self.vector("rope", g, n, M * (N + 1) * dr, 3)
+        if self.phase == "decode":
+            self.matmul("mla_q_absorb", g, n, M * N, dn, r, touched=N, instances=N)  # q_nope . W_UK per head
+            self.attention_core(g, n, W, N, r + dr, r, (r + dr) * self.kb, 0.0)  # latent read once
+            self.matmul("mla_v_up", g, n, M * N, r, dv, touched=N, instances=N)  # . W_UV per head
+        else:
+            B, S = self.B, self.S
+            up = self.matmul("mla_kv_up", g, n, B * kv_read_len(self.T, S, W), r, N * (dn + dv))
+            up.act_read = up.act_read + B * kv_read_len(self.T, S, W) * dr * self.ab  # shared rope key
+            self.attention_core(g, n, W, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False)
+        self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias)
+
+    # -- MLP ---------------------------------------------------------------------------
+    def mlp(self, g, n, F, prefix="mlp", E=1, k=1, touched=1.0):
+        m, M, D = self.m, self.M, self.m.D
+        rows = M * k
+        b = m.linear_bias
+        if m.mlp == "gated":  # SwiGLU: up and gate (2 matrices), SiLU(gate)*up, down: 3 matrices
+            self.matmul(f"{prefix}_up_gate", g, n, rows, D, F, n_mats=2, bias=b, touched=touched, instances=E)
+            self.vector(f"{prefix}_act", g, n, rows * F, 5, reads=2)
+        else:  # GELU MLP: 2 matrices
+            self.matmul(f"{prefix}_up", g, n, rows, D, F, bias=b, touched=touched, instances=E)
+            self.vector(f"{prefix}_act", g, n, rows * F, 8)
+        self.matmul(f"{prefix}_down", g, n, rows, F, D, bias=b, touched=touched, instances=E)
+
+    def moe(self, g, n):
+        e, M, D = self.m.moe, self.M, self.m.D
+        r = self.matmul("router", g, n, M, D, e.n_experts, fmt=self.hf)
+        if e.router_bias:
+            r.params += e.n_experts
+            r.w_stored += e.n_experts * self.hb
+            r.w_read += e.n_experts * self.hb
+        self.mlp(g, n, e.d_ff_expert, "expert", E=e.n_experts, k=e.n_active,
+                 touched=_touched(e.n_experts, e.n_active, M))
+        if e.n_shared:
+            self.mlp(g, n, e.n_shared * e.d_ff_expert, "shared_expert")
+
+    # -- whole model -------------------------------------------------------------------
+    def build(self) -> list[Op]:
+        m, M, D, B = self.m, self.M, self.m.D, self.B
+        hf = self.hf
+        emb = self.add("embed", "", 1, VECTOR, w_read=np.minimum(M, m.V) * D * self.hb,
+                       act_write=M * D * self.ab, params=m.V * D, w_stored=hf.nbytes(m.V * D, row=D))
+        emb.flops = 0.0 * M
+        if m.position == "learned":
+            self.add("pos_embed", "", 1, VECTOR, flops=M * D, w_read=M * D * self.hb, act_read=M * D * self.ab,
+                     act_write=M * D * self.ab, params=m.max_context * D, w_stored=m.max_context * D * self.hb)
+        for g, n, kind, is_moe, owner in layer_groups(m):
+            self.norm("attn_norm", g, n, M, D)
+            self.attention_block(g, n, kind, owner)
+            self.vector("residual", g, n, M * D, 1, reads=2)
+            self.norm("mlp_norm", g, n, M, D)
+            self.moe(g, n) if is_moe else self.mlp(g, n, m.F)
+            self.vector("residual", g, n, M * D, 1, reads=2)
+        self.norm("final_norm", "", 1, M, D)
+        head = self.matmul("lm_head", "", 1, B if self.phase == "prefill" else M, D, m.V, fmt=hf)
+        if m.tied_embeddings:  # same matrix as the embedding: read again, stored once
+            head.params, head.w_stored = 0, 0.0
+        return self.ops
+
+
+def layer_groups(m: Model):
+    """Layers grouped by (attention kind, MoE or dense MLP, owns its KV under CLA), in order.
+
+    Yields (label, count, kind, is_moe, kv_owner).
+    """
+    kinds = m.layer_kinds()
+    first_dense = m.moe.first_dense_layers if m.moe else m.n_layers
+    sig = [(kinds[i], i >= first_dense, i % m.kv_share == 0) for i in range(m.n_layers)]
+    counts: dict = {}
+    for s in sig:
+        counts[s] = counts.get(s, 0) + 1
+    several = len(counts) > 1
+    names = {"G": "global", "L": "local", "R": "linear"}
+    for (kind, is_moe, owner), n in counts.items():
+        parts = []
+        if len({s[0] for s in sig}) > 1:
+            parts.append(names[kind])
+        if m.moe and len({s[1] for s in sig}) > 1:
+            parts.append("moe" if is_moe else "dense")
+        if m.kv_share > 1:
+            parts.append("kv" if owner else "kv-shared")
+        yield (f"{'/'.join(parts)} x{n}" if several else ""), n, kind, is_moe, owner
+
+
+def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
+              attention: str = "fused", causal_skip: bool = True) -> list[Op]:
+    """The op list of one forward pass. B, T, S broadcast (numpy arrays or scalars)."""
+    if phase not in ("prefill", "decode"):
+        raise ValueError(f"phase must be prefill or decode, got {phase!r}")
+    if attention not in ("fused", "unfused"):
+        raise ValueError(f"attention must be fused or unfused, got {attention!r}")
+    f = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731  float64: 405B x 1M context stays exact enough
+    return _Builder(model, f(B), f(T), f(S), phase, prec or Precision(), attention, causal_skip).build()
+
+
+def param_count(model: Model) -> int:
+    """Parameters, summed over the op list (each op owns the weights it reads)."""
+    return int(sum(op.params * op.count for op in build_ops(model, 1, 1, 1, "decode")))

@@ -1,0 +1,99 @@
+"""Formatting tables for people (aligned, human units) and for scripts (JSON/CSV, SI units)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import numpy as np
+
+from .units import fmt_bytes, fmt_count, fmt_time
+
+FORMATS = ("table", "json", "csv")
+
+_HEAD = {"latency_s": "latency", "throughput_tok_s": "tokens/s", "weight_bytes": "weights", "kv_cache_bytes": "KV cache",
+         "memory_bytes": "memory", "kv_bytes_per_token": "KV/token", "time_s": "time", "ttft_s": "TTFT",
+         "decode_s": "decode", "memory_capacity": "capacity", "overhead_bytes": "overhead", "flops": "FLOPs"}
+
+
+def _human(col: str, v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "NO"
+    if isinstance(v, str):
+        return v
+    v = float(v)
+    if col == "throughput_tok_s":
+        return f"{v:.5g}"
+    if col.endswith("_bytes") or col in ("kv_bytes_per_token", "memory_capacity", "l2_cache",
+                                         "kv_bytes_at_max_context", "fixed_state_bytes_per_seq"):
+        return fmt_bytes(v)
+    if col.endswith("_s"):
+        return fmt_time(v)
+    if col == "memory_bandwidth" or col == "interconnect_bandwidth":
+        return fmt_bytes(v) + "/s"
+    if col.endswith("_flops") and col.startswith("peak"):
+        return fmt_count(v) + "FLOP/s"
+    if col in ("flops", "bytes", "params", "published_params"):
+        return fmt_count(v)
+    if col == "tdp":
+        return f"{v:g} W"
+    if v.is_integer() and abs(v) < 1e15:
+        return f"{int(v)}"
+    return f"{v:.4g}"
+
+
+def _json_value(v):
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if not math.isfinite(v):
+            return None  # never print NaN/inf: JSON null means "not applicable"
+        return int(v) if v.is_integer() and abs(v) < 2**53 else v
+    return v
+
+
+def rows(table: dict, columns=None) -> list[dict]:
+    cols = [c for c in (columns or table) if c in table]
+    n = len(next(iter(table.values()))) if table else 0
+    return [{c: _json_value(table[c][i]) for c in cols} for i in range(n)]
+
+
+def render(table: dict, fmt: str, columns=None, human_columns=None) -> str:
+    if fmt == "json":
+        return json.dumps(rows(table, columns), indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        recs = rows(table, columns)
+        w = csv.DictWriter(buf, fieldnames=list(recs[0]) if recs else list(columns or table), lineterminator="\n")
+        w.writeheader()
+        w.writerows(recs)
+        return buf.getvalue().rstrip("\n")
+    cols = [c for c in (human_columns or columns or table) if c in table]
+    n = len(table[cols[0]]) if cols else 0
+    cells = [[_HEAD.get(c, c) for c in cols]] + [[_human(c, table[c][i]) for c in cols] for i in range(n)]
+    widths = [max(len(r[j]) for r in cells) for j in range(len(cols))]
+    numeric = [all(_is_num(table[c][i]) for i in range(n)) for c in cols]
+    lines = []
+    for k, r in enumerate(cells):
+        lines.append("  ".join(x.rjust(w) if numeric[j] else x.ljust(w) for j, (x, w) in enumerate(zip(r, widths))).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_vertical(table: dict, fmt: str) -> str:
+    """One record as field: value lines (for `show`)."""
+    if fmt != "table":
+        return render(table, fmt)
+    w = max(len(k) for k in table)
+    return "\n".join(f"{k.ljust(w)}  {_human(k, v[0])}" for k, v in table.items())
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))

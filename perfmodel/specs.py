@@ -1,0 +1,452 @@
+"""Hardware and model specs: strict YAML loading, `base:` inheritance, `--set` overrides.
+
+Everything is converted to SI at load (bytes, bytes/s, FLOP/s, W). A catalog name
+("h100-sxm") and a path to a user's file ("./my-gpu.yaml") work the same everywhere.
+Every problem raises SpecError naming the file and the field.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import SpecError
+from .units import parse_quantity
+
+PKG = Path(__file__).resolve().parent
+
+
+def catalog_dir(kind: str) -> Path:
+    """hardware/ or models/: inside the installed package (wheel) or at the repo root (checkout)."""
+    for d in (PKG / "catalog" / kind, PKG.parent / kind):
+        if d.is_dir():
+            return d
+    raise SpecError(kind, None, "catalog folder not found (broken install?)")
+
+
+def catalog_names(kind: str) -> list[str]:
+    return sorted(p.stem for p in catalog_dir(kind).glob("*.yaml"))
+
+
+def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
+    ref = str(ref)
+    if ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref:
+        p = Path(ref).expanduser()
+        if not p.is_absolute() and rel_to is not None and not p.exists():
+            p = rel_to / p
+        if not p.is_file():
+            raise SpecError(ref, None, "no such file")
+        return p
+    p = catalog_dir(kind) / f"{ref}.yaml"
+    if not p.is_file():
+        near = [n for n in catalog_names(kind) if ref.lower() in n or n in ref.lower()]
+        hint = f"; did you mean {', '.join(near[:4])}?" if near else f"; run `perfmodel list {kind}`"
+        raise SpecError(ref, None, f"not a {kind} catalog name or YAML file{hint}")
+    return p
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(str(path), None, f"cannot read file ({e.__class__.__name__})") from None
+    try:
+        data = yaml.safe_load(text)  # never yaml.load: no code execution from specs
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(str(path), None, f"not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise SpecError(str(path), None, "expected a YAML mapping of field: value")
+    return data
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Deep merge; a null in the variant deletes the base's value."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_raw(ref: str, kind: str, _chain: tuple = ()) -> tuple[dict, str]:
+    """The merged mapping of a spec and all its bases, and the file it came from."""
+    path = _resolve(ref, kind, Path(_chain[-1]).parent if _chain else None)
+    key = str(path.resolve())
+    if key in _chain:
+        cycle = " -> ".join(Path(c).stem for c in (*_chain, key))
+        raise SpecError(str(path), "base", f"cycle in base: chain ({cycle})")
+    data = _read_yaml(path)
+    base = data.pop("base", None)
+    if base is not None:
+        if not isinstance(base, str) or not base:
+            raise SpecError(str(path), "base", "must be a catalog name or a YAML path")
+        try:
+            parent, _ = load_raw(base, kind, (*_chain, key))
+        except SpecError as e:
+            if e.field is None and e.where == base:
+                raise SpecError(str(path), "base", f"{base!r}: {e.problem}") from None
+            raise
+        data = _merge(parent, data)
+    return data, str(path)
+
+
+# ---------------------------------------------------------------- overrides (--set key=value)
+def apply_overrides(data: dict, sets: dict, where: str) -> dict:
+    """sets: {"n_kv_heads": 8, "peak_flops.bf16": "1 PFLOP/s"}; dotted keys reach nested fields."""
+    data = copy.deepcopy(data)
+    for dotted, value in sets.items():
+        parts = dotted.split(".")
+        node = data
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                node[p] = {}
+            node = node[p]
+        leaf = parts[-1]
+        if isinstance(node.get(leaf), dict) and "value" in node[leaf] and not isinstance(value, dict):
+            node[leaf] = {"value": value, "source": f"override --set {dotted}"}
+        elif value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    return data
+
+
+# ---------------------------------------------------------------- validation helpers
+def _int(v, where, fld, minimum=1):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+        raise SpecError(where, fld, f"must be an integer, got {v!r}")
+    if not math.isfinite(v) or v < minimum:
+        raise SpecError(where, fld, f"must be >= {minimum}, got {v!r}")
+    if v > 2**53:
+        raise SpecError(where, fld, f"is implausibly large ({v!r})")
+    return int(v)
+
+
+def _bool(v, where, fld):
+    if not isinstance(v, bool):
+        raise SpecError(where, fld, f"must be true or false, got {v!r}")
+    return v
+
+
+def _str(v, where, fld):
+    if not isinstance(v, str) or not v.strip():
+        raise SpecError(where, fld, f"must be a non-empty string, got {v!r}")
+    return v
+
+
+def _choice(v, where, fld, choices):
+    if v not in choices:
+        raise SpecError(where, fld, f"must be one of {', '.join(choices)}; got {v!r}")
+    return v
+
+
+def _check_keys(d: dict, allowed, where, prefix=""):
+    for k in d:
+        if k not in allowed:
+            raise SpecError(where, f"{prefix}{k}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+
+
+def _need(d: dict, keys, where, prefix=""):
+    for k in keys:
+        if k not in d or d[k] is None:
+            raise SpecError(where, f"{prefix}{k}", "missing required field")
+
+
+# ---------------------------------------------------------------- hardware
+PEAK_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+_HW_QTY = {"memory_capacity": "bytes", "memory_bandwidth": "bytes/s", "interconnect_bandwidth": "bytes/s",
+           "l2_cache": "bytes", "tdp": "W"}
+
+
+@dataclass
+class Hardware:
+    """An accelerator, in SI units. `sources` maps each field to its datasheet citation."""
+
+    name: str
+    memory_capacity: float  # bytes
+    memory_bandwidth: float  # bytes/s
+    peak_flops: dict  # dtype -> FLOP/s, dense
+    interconnect_bandwidth: float | None = None  # bytes/s per device
+    l2_cache: float | None = None  # bytes
+    tdp: float | None = None  # W
+    sources: dict = field(default_factory=dict)
+    description: str = ""
+    key: str = ""  # catalog name or path it was loaded from
+
+    def peak(self, dtype: str) -> float:
+        try:
+            return self.peak_flops[dtype]
+        except KeyError:
+            have = ", ".join(self.peak_flops) or "none"
+            raise SpecError(self.key or self.name, f"peak_flops.{dtype}",
+                            f"{self.name} has no {dtype} peak (it has: {have})") from None
+
+    def ridge(self, dtype: str = "bf16") -> float:
+        """The accelerator's intensity: peak FLOP/s / bandwidth (FLOP per byte)."""
+        return self.peak(dtype) / self.memory_bandwidth
+
+    def replace(self, **kw) -> "Hardware":
+        return dataclasses.replace(self, **kw)
+
+
+def _qty(raw, where, fld, dim, default_source):
+    if isinstance(raw, dict):
+        _check_keys(raw, {"value", "source"}, where, f"{fld}.")
+        _need(raw, ["value"], where, f"{fld}.")
+        src = raw.get("source") or default_source
+        raw = raw["value"]
+    else:
+        src = default_source
+    if not src:
+        raise SpecError(where, fld, "has no source: write {value: ..., source: \"datasheet ...\"}")
+    try:
+        return parse_quantity(raw, dim), str(src)
+    except ValueError as e:
+        raise SpecError(where, fld, str(e)) from None
+
+
+def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
+    allowed = {"name", "source", "description", "peak_flops", *_HW_QTY}
+    _check_keys(data, allowed, where)
+    _need(data, ["name", "memory_capacity", "memory_bandwidth", "peak_flops"], where)
+    default_src = data.get("source")
+    vals, sources = {}, {}
+    for fld, dim in _HW_QTY.items():
+        if data.get(fld) is not None:
+            vals[fld], sources[fld] = _qty(data[fld], where, fld, dim, default_src)
+    pf = data["peak_flops"]
+    if not isinstance(pf, dict) or not pf:
+        raise SpecError(where, "peak_flops", "must be a mapping dtype: FLOP/s, e.g. {bf16: 989 TFLOP/s}")
+    _check_keys(pf, PEAK_KEYS, where, "peak_flops.")
+    peaks = {}
+    for k, v in pf.items():
+        if v is None:
+            continue
+        peaks[k], sources[f"peak_flops.{k}"] = _qty(v, where, f"peak_flops.{k}", "flop/s", default_src)
+    if not peaks:
+        raise SpecError(where, "peak_flops", "needs at least one dtype")
+    return Hardware(name=_str(data["name"], where, "name"), peak_flops=peaks, sources=sources,
+                    description=str(data.get("description") or ""), key=key or where, **vals)
+
+
+# ---------------------------------------------------------------- model
+_MLA_KEYS = {"kv_lora_rank", "rope_dim", "nope_dim", "v_head_dim", "q_lora_rank"}
+_MOE_KEYS = {"n_experts", "n_active", "n_shared", "d_ff_expert", "first_dense_layers", "router_bias"}
+_PUB_KEYS = {"value", "source", "tolerance"}
+
+
+@dataclass(frozen=True)
+class MLA:
+    kv_lora_rank: int  # r: latent stored per token per layer
+    rope_dim: int  # d_r: decoupled RoPE key stored per token per layer
+    nope_dim: int  # per-head q/k dims without RoPE
+    v_head_dim: int
+    q_lora_rank: int | None = None  # None: q is a full-rank D x N(nope+rope) projection
+
+
+@dataclass(frozen=True)
+class MoE:
+    n_experts: int  # E
+    n_active: int  # k experts per token (routed)
+    d_ff_expert: int  # F_e
+    n_shared: int = 0  # always-active shared experts of width F_e
+    first_dense_layers: int = 0  # leading layers with a dense MLP of width d_ff
+    router_bias: bool = False  # a per-expert bias parameter in the router (DeepSeek-V3)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A transformer config in the lecture's notation (see the property docstrings)."""
+
+    name: str
+    vocab_size: int  # V
+    d_model: int  # D
+    n_layers: int  # L
+    n_heads: int  # N
+    n_kv_heads: int  # K
+    head_dim: int  # H
+    d_ff: int  # F
+    max_context: int
+    mlp: str = "gated"  # gated: 3 matrices (up, gate, down); plain: 2
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    linear_bias: bool = False
+    norm: str = "rmsnorm"
+    position: str = "rope"
+    sliding_window: int | None = None  # W for 'L' layers
+    layer_pattern: str = "G"  # repeated over layers: G global, L local (window W), R linear/SSM
+    kv_share: int = 1  # CLA: consecutive layers sharing one KV
+    linear_state: int | None = None  # elements of fixed state per 'R' layer per sequence
+    mla: MLA | None = None
+    moe: MoE | None = None
+    published_params: int | None = None
+    published_tolerance: float = 0.0
+    published_source: str = ""
+    source: str = ""
+    description: str = ""
+    key: str = ""
+
+    # short notation aliases
+    V = property(lambda s: s.vocab_size)
+    D = property(lambda s: s.d_model)
+    L = property(lambda s: s.n_layers)
+    N = property(lambda s: s.n_heads)
+    K = property(lambda s: s.n_kv_heads)
+    H = property(lambda s: s.head_dim)
+    F = property(lambda s: s.d_ff)
+
+    def layer_kinds(self) -> str:
+        """One character per layer: G, L or R."""
+        p = self.layer_pattern
+        return (p * (self.n_layers // len(p) + 1))[: self.n_layers]
+
+    def replace(self, **kw) -> "Model":
+        """A modified copy, validated like a file would be."""
+        return model_from_dict(_model_to_dict(dataclasses.replace(self, **kw)), f"<{self.name} modified>")
+
+
+def _model_to_dict(m: Model) -> dict:
+    d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
+    d["mla"] = dataclasses.asdict(m.mla) if m.mla else None
+    d["moe"] = dataclasses.asdict(m.moe) if m.moe else None
+    d["published_params"] = ({"value": m.published_params, "source": m.published_source,
+                              "tolerance": m.published_tolerance} if m.published_params else None)
+    key = d.pop("key")
+    d["source"] = d["source"] or "code"
+    d = {k: v for k, v in d.items() if v is not None and not (k == "published_tolerance" or k == "published_source")}
+    d["_key"] = key
+    return d
+
+
+_MODEL_INT = ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_context")
+_MODEL_ALLOWED = {"name", "source", "description", *_MODEL_INT, "n_kv_heads", "head_dim", "mlp",
+                  "tied_embeddings", "qkv_bias", "linear_bias", "norm", "position", "sliding_window",
+                  "layer_pattern", "kv_share", "linear_state", "mla", "moe", "published_params"}
+
+
+def model_from_dict(data: dict, where: str, key: str = "") -> Model:
+    data = dict(data)
+    key = data.pop("_key", key)
+    _check_keys(data, _MODEL_ALLOWED, where)
+    _need(data, ["name", "source", *_MODEL_INT], where)
+    kw = {f: _int(data[f], where, f) for f in _MODEL_INT}
+    N, D = kw["n_heads"], kw["d_model"]
+    kw["n_kv_heads"] = _int(data.get("n_kv_heads", N), where, "n_kv_heads")
+    if N % kw["n_kv_heads"]:
+        raise SpecError(where, "n_kv_heads", f"n_heads ({N}) is not divisible by n_kv_heads ({kw['n_kv_heads']})")
+    if "head_dim" in data:
+        kw["head_dim"] = _int(data["head_dim"], where, "head_dim")
+    elif D % N:
+        raise SpecError(where, "head_dim", f"missing, and d_model ({D}) is not divisible by n_heads ({N})")
+    else:
+        kw["head_dim"] = D // N
+    kw["mlp"] = _choice(data.get("mlp", "gated"), where, "mlp", ("gated", "plain"))
+    kw["norm"] = _choice(data.get("norm", "rmsnorm"), where, "norm", ("rmsnorm", "layernorm"))
+    kw["position"] = _choice(data.get("position", "rope"), where, "position", ("rope", "learned", "none"))
+    for b in ("tied_embeddings", "qkv_bias", "linear_bias"):
+        kw[b] = _bool(data.get(b, False), where, b)
+    for s in ("name", "source"):
+        kw[s] = _str(data[s], where, s)
+    kw["description"] = str(data.get("description") or "")
+    if data.get("sliding_window") is not None:
+        kw["sliding_window"] = _int(data["sliding_window"], where, "sliding_window")
+    pat = data.get("layer_pattern", "L" if kw.get("sliding_window") else "G")
+    if not isinstance(pat, str) or not pat or set(pat) - set("GLR"):
+        raise SpecError(where, "layer_pattern", f"must be a string of G (global), L (local), R (linear); got {pat!r}")
+    if "L" in pat and not kw.get("sliding_window"):
+        raise SpecError(where, "sliding_window", "layer_pattern has local (L) layers but no sliding_window")
+    kw["layer_pattern"] = pat
+    kw["kv_share"] = _int(data.get("kv_share", 1), where, "kv_share")
+    if kw["kv_share"] > kw["n_layers"]:
+        raise SpecError(where, "kv_share", f"cannot exceed n_layers ({kw['n_layers']})")
+    if kw["kv_share"] > 1 and len(set(pat)) > 1:
+        raise SpecError(where, "kv_share", "cross-layer KV sharing needs all layers of one kind")
+    if data.get("linear_state") is not None:
+        kw["linear_state"] = _int(data["linear_state"], where, "linear_state")
+    if data.get("mla") is not None:
+        m = data["mla"]
+        if not isinstance(m, dict):
+            raise SpecError(where, "mla", "must be a mapping")
+        _check_keys(m, _MLA_KEYS, where, "mla.")
+        _need(m, ["kv_lora_rank", "rope_dim", "nope_dim", "v_head_dim"], where, "mla.")
+        kw["mla"] = MLA(**{k: _int(m[k], where, f"mla.{k}") for k in _MLA_KEYS - {"q_lora_rank"}},
+                        q_lora_rank=None if m.get("q_lora_rank") is None else _int(m["q_lora_rank"], where, "mla.q_lora_rank"))
+        if "R" in pat:
+            raise SpecError(where, "mla", "MLA cannot be combined with linear (R) layers")
+    if data.get("moe") is not None:
+        m = data["moe"]
+        if not isinstance(m, dict):
+            raise SpecError(where, "moe", "must be a mapping")
+        _check_keys(m, _MOE_KEYS, where, "moe.")
+        _need(m, ["n_experts", "n_active"], where, "moe.")
+        moe = MoE(n_experts=_int(m["n_experts"], where, "moe.n_experts"),
+                  n_active=_int(m["n_active"], where, "moe.n_active"),
+                  d_ff_expert=_int(m.get("d_ff_expert", kw["d_ff"]), where, "moe.d_ff_expert"),
+                  n_shared=_int(m.get("n_shared", 0), where, "moe.n_shared", 0),
+                  first_dense_layers=_int(m.get("first_dense_layers", 0), where, "moe.first_dense_layers", 0),
+                  router_bias=_bool(m.get("router_bias", False), where, "moe.router_bias"))
+        if moe.n_active > moe.n_experts:
+            raise SpecError(where, "moe.n_active", f"({moe.n_active}) exceeds moe.n_experts ({moe.n_experts})")
+        if moe.first_dense_layers >= kw["n_layers"]:
+            raise SpecError(where, "moe.first_dense_layers", "leaves no MoE layer")
+        kw["moe"] = moe
+    pub = data.get("published_params")
+    if pub is not None:
+        if not isinstance(pub, dict):
+            raise SpecError(where, "published_params", "must be {value: N, source: '...', tolerance: 0}")
+        _check_keys(pub, _PUB_KEYS, where, "published_params.")
+        _need(pub, ["value", "source"], where, "published_params.")
+        kw["published_params"] = _int(pub["value"], where, "published_params.value")
+        kw["published_source"] = _str(pub["source"], where, "published_params.source")
+        tol = pub.get("tolerance", 0)
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0 <= tol < 1):
+            raise SpecError(where, "published_params.tolerance", f"must be a number in [0, 1), got {tol!r}")
+        kw["published_tolerance"] = float(tol)
+    return Model(key=key or where, **kw)
+
+
+# ---------------------------------------------------------------- public loaders
+def _split_sets(sets: dict | None, kind_fields: set) -> dict:
+    return {k: v for k, v in (sets or {}).items() if k.split(".")[0] in kind_fields}
+
+
+HARDWARE_FIELDS = {"memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "l2_cache", "tdp"}
+MODEL_FIELDS = _MODEL_ALLOWED - {"name", "source", "description"}
+
+
+def check_sets(sets: dict | None) -> None:
+    for k in sets or {}:
+        head = k.split(".")[0]
+        if head not in HARDWARE_FIELDS and head not in MODEL_FIELDS:
+            raise SpecError("--set", k, "unknown field; model fields: " + ", ".join(sorted(MODEL_FIELDS))
+                            + "; hardware fields: " + ", ".join(sorted(HARDWARE_FIELDS)))
+
+
+def load_hardware(ref, sets: dict | None = None) -> Hardware:
+    if isinstance(ref, Hardware):
+        return ref
+    data, path = load_raw(ref, "hardware")
+    data = apply_overrides(data, _split_sets(sets, HARDWARE_FIELDS), path)
+    return hardware_from_dict(data, path, key=str(ref))
+
+
+def load_model(ref, sets: dict | None = None) -> Model:
+    if isinstance(ref, Model):
+        if sets:
+            d = apply_overrides(_model_to_dict(ref), _split_sets(sets, MODEL_FIELDS), ref.key)
+            return model_from_dict(d, ref.key)
+        return ref
+    data, path = load_raw(ref, "models")
+    data = apply_overrides(data, _split_sets(sets, MODEL_FIELDS), path)
+    return model_from_dict(data, path, key=str(ref))
