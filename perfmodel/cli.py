@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-import click
+import importlib
+
 import typer
 import yaml
 
@@ -169,23 +170,37 @@ def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H"
                  "kv_bytes_per_token", "max_tokens", "max_batch"]))
 
 
+def _click_errors():
+    """Typer >= 0.26 vendors click as typer._click; older typer uses click itself. Catch both."""
+    mods = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mods.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    get = lambda attr: tuple(getattr(m, attr) for m in mods if hasattr(m, attr))  # noqa: E731
+    return get("NoArgsIsHelpError"), get("UsageError"), get("Abort"), get("Exit")
+
+
 def main(argv: Optional[list] = None) -> int:
     """Entry point: runs the app, turning every bad-input path into one line and exit code 2."""
+    no_args, usage, abort, exit_ = _click_errors()
     try:
         app(args=argv, prog_name="perfmodel", standalone_mode=False)
     except SpecError as e:
         sys.stderr.write(f"perfmodel: error: {e}\n")
         return 2
-    except click.exceptions.NoArgsIsHelp as e:  # bare `perfmodel`: help text, as click would
+    except no_args as e:  # bare `perfmodel`: the help text
         sys.stdout.write(e.ctx.get_help() + "\n")
         return 0
-    except click.exceptions.UsageError as e:
-        sys.stderr.write(f"perfmodel: error: {e.format_message()}\n")
+    except usage as e:
+        msg = " ".join(e.format_message().split())  # one line
+        sys.stderr.write(f"perfmodel: error: {msg}\n")
         return 2
-    except click.exceptions.Abort:
+    except abort:
         sys.stderr.write("perfmodel: aborted\n")
         return 1
-    except click.exceptions.Exit as e:
+    except exit_ as e:
         return e.exit_code
     except (ValueError, OverflowError, ZeroDivisionError) as e:  # a value the engine rejects
         sys.stderr.write(f"perfmodel: error: {e}\n")

@@ -1,0 +1,140 @@
+"""Laws of inference that hold for any model shape (hypothesis), stated as the BRIEF states them."""
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import perfmodel as pm
+from perfmodel import engine
+from perfmodel.ops import Precision
+from perfmodel.specs import model_from_dict
+from perfmodel.units import fmt_bytes, parse_quantity
+
+from helpers import intensity, phase_ops, total
+
+H100 = pm.load_hardware("h100-sxm")
+
+
+@st.composite
+def models(draw, **fixed):
+    K = draw(st.sampled_from([1, 2, 4, 8]))
+    group = draw(st.sampled_from([1, 2, 4, 8]))
+    H = draw(st.sampled_from([32, 64, 128]))
+    d = dict(name="m", source="test", vocab_size=draw(st.integers(1000, 200_000)), n_heads=K * group,
+             n_kv_heads=K, head_dim=H, d_model=K * group * H, d_ff=draw(st.integers(256, 60_000)),
+             n_layers=draw(st.integers(1, 96)), max_context=131072, mlp=draw(st.sampled_from(["gated", "plain"])),
+             tied_embeddings=draw(st.booleans()))
+    d.update(fixed)
+    return model_from_dict(d, "test")
+
+
+batches = st.integers(1, 4096)
+contexts = st.integers(1, 131072)
+
+
+@given(st.integers(1, 64), st.integers(2**12, 2**16), st.integers(2**12, 2**16))
+def test_bf16_matmul_counts_2BDF_flops_and_2BD_2DF_2BF_bytes(B, D, F):
+    m = model_from_dict(dict(name="m", source="t", vocab_size=10, d_model=D, n_layers=1, n_heads=1, head_dim=D,
+                             d_ff=F, max_context=8, mlp="plain"), "t")
+    (up,) = [o for o in phase_ops(m, B, 8) if o.name == "mlp_up"]
+    assert up.flops == 2 * B * D * F
+    assert up.bytes == 2 * B * D + 2 * D * F + 2 * B * F
+    # ... so its intensity tends to B as D and F grow (B << D, F)
+    assert up.flops / up.bytes == pytest.approx(B, rel=B / min(D, F) * 2)
+
+
+@given(models(), st.integers(1, 64), contexts)
+def test_decode_attention_intensity_is_S_over_S_plus_1_times_N_over_K_whatever_B(m, B, S):
+    g = m.N / m.K
+    i1 = intensity(phase_ops(m, B, S), {"attn_qk", "attn_av"})
+    i2 = intensity(phase_ops(m, 4 * B, S), {"attn_qk", "attn_av"})
+    # 4BSNH FLOPs / (2 * 2BNH Q,O + 2 * 2BSKH K,V) bytes = (N/K) * S / (S + N/K)
+    assert i1 == pytest.approx(g * S / (S + g), rel=1e-12)
+    assert i1 == pytest.approx(i2, rel=1e-12)  # batching amortises nothing in attention
+
+
+@given(models(), st.integers(1, 32))
+def test_mlp_decode_intensity_is_about_B_when_B_is_much_smaller_than_D(m, B):
+    assume(B * 50 <= min(m.D, m.F))
+    names = {"mlp_up_gate", "mlp_up", "mlp_down"}
+    assert intensity(phase_ops(m, B, 1024), names) == pytest.approx(B, rel=0.1)
+
+
+@given(models(), st.integers(1, 512), contexts)
+def test_kv_cache_is_linear_in_B_and_S(m, B, S):
+    kv = lambda b, s: engine.memory(phase_ops(m, b, s), m, b, s, Precision())["kv_cache_bytes"]  # noqa: E731
+    assert kv(2 * B, S) == pytest.approx(2 * kv(B, S), rel=1e-12)
+    assert kv(B, 2 * S) == pytest.approx(2 * kv(B, S), rel=1e-12)
+    assert kv(B, S) == 2 * B * S * m.K * m.H * m.L * 2  # 2 (K, V) * B * S * K * H * L * bytes
+
+
+@given(models(), st.integers(1, 512), st.integers(1, 8192))
+def test_kv_cache_is_linear_in_L_and_divided_by_N_over_K(m, B, S):
+    per_seq = lambda mm: float(engine.per_sequence(mm, float(S))["kv_bytes_per_seq"])  # noqa: E731
+    assert per_seq(m.replace(n_layers=2 * m.L)) == pytest.approx(2 * per_seq(m), rel=1e-12)
+    mha = m.replace(n_kv_heads=m.N)
+    assert per_seq(mha) / per_seq(m) == pytest.approx(m.N / m.K, rel=1e-12)
+
+
+def test_cache_depends_only_on_resident_tokens():
+    m = pm.load_model("llama-2-13b")
+    a = engine.memory(phase_ops(m, 32, 2048), m, 32, 2048, Precision())["kv_cache_bytes"]
+    b = engine.memory(phase_ops(m, 128, 512), m, 128, 512, Precision())["kv_cache_bytes"]
+    assert a == b
+
+
+@given(models(), contexts, st.sampled_from(["roofline", "simple"]))
+def test_step_latency_and_throughput_do_not_decrease_as_B_grows(m, S, mode):
+    B = np.unique(np.geomspace(1, 8192, 30).round())
+    r = engine.evaluate(m, H100, B, S, "decode", mode)
+    assert np.all(np.diff(r["latency_s"].ravel()) >= 0)
+    assert np.all(np.diff(r["throughput_tok_s"].ravel()) >= -1e-9 * r["throughput_tok_s"].max())
+
+
+@given(models(), batches, contexts)
+def test_simple_is_a_lower_bound_of_roofline_up_to_the_embedding_rows_a_lookup_skips(m, B, S):
+    s = engine.evaluate(m, H100, B, S, "decode", "simple")["latency_s"]
+    r = engine.evaluate(m, H100, B, S, "decode", "roofline")["latency_s"]
+    # simple streams every weight; the embedding lookup of a roofline step reads only B of its V rows
+    skipped = 0 if m.tied_embeddings else max(m.V - B, 0) * m.D * 2 / H100.memory_bandwidth
+    assert s - skipped <= r * (1 + 1e-12)
+    if m.tied_embeddings:
+        assert s <= r
+
+
+@given(st.floats(1e-3, 1e6), st.sampled_from(["B", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"]))
+def test_units_round_trip(x, unit):
+    v = parse_quantity(f"{x!r} {unit}", "bytes")
+    assert parse_quantity(f"{v!r} B", "bytes") == v
+    assert parse_quantity(fmt_bytes(v), "bytes") == pytest.approx(v, rel=1e-3)
+
+
+def test_GB_and_GiB_are_different_units():
+    assert parse_quantity("80 GB", "bytes") == 80e9
+    assert parse_quantity("80 GiB", "bytes") == 80 * 2**30
+    assert parse_quantity("3.35 TB/s", "bytes/s") == 3.35e12
+    assert parse_quantity("400 Gb/s", "bytes/s") == 50e9
+    assert parse_quantity("989 TFLOP/s", "flop/s") == 989e12
+
+
+@given(models(), st.integers(1, 256), st.integers(16, 8192))
+def test_fused_attention_moves_no_more_bytes_than_unfused(m, B, S):
+    f = total(phase_ops(m, B, S, "prefill", attention="fused"), {"attn_qk", "attn_av", "attn_softmax"}, "bytes")
+    u = total(phase_ops(m, B, S, "prefill", attention="unfused"), {"attn_qk", "attn_av", "attn_softmax"}, "bytes")
+    assert f < u
+
+
+def test_unfused_score_matrix_is_134217728_bytes_per_head_at_8192_fp16():
+    # BRIEF: N = 8192 tokens, fp16: the S x T score matrix is 134,217,728 bytes per head
+    m = model_from_dict(dict(name="m", source="t", vocab_size=10, d_model=128, n_layers=1, n_heads=1,
+                             d_ff=128, max_context=8192), "t")
+    ops = phase_ops(m, 1, 8192, "prefill", attention="unfused", prec=Precision(act="fp16"))
+    (qk,) = [o for o in ops if o.name == "attn_qk"]
+    assert qk.act_write == 134_217_728
+
+
+@given(models(), st.integers(1, 64), st.integers(1, 4096))
+def test_causal_skipping_counts_half_the_pairs_plus_the_diagonal(m, B, S):
+    full = total(phase_ops(m, B, S, "prefill", causal_skip=False), {"attn_qk"})
+    skip = total(phase_ops(m, B, S, "prefill"), {"attn_qk"})
+    assert skip / full == pytest.approx((S + 1) / (2 * S), rel=1e-12)
