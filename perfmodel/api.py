@@ -43,10 +43,11 @@ def _positive(values, name, integer=True) -> np.ndarray:
     a = np.atleast_1d(np.asarray(values, dtype=np.float64))
     if a.size == 0:
         raise SpecError(name, None, "needs at least one value")
+    shown = ",".join(f"{x:g}" for x in a)
     if not np.all(np.isfinite(a)) or np.any(a <= 0):
-        raise SpecError(name, None, f"must be positive, got {values!r}")
+        raise SpecError(name, None, f"must be positive, got {shown}")
     if integer and np.any(a != np.floor(a)):
-        raise SpecError(name, None, f"must be whole numbers, got {values!r}")
+        raise SpecError(name, None, f"must be whole numbers, got {shown}")
     return a
 
 
@@ -170,7 +171,7 @@ def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weight
     over = _quantity(overhead, "--overhead", "bytes", allow_zero=True)
     if cap is None:
         (hw,) = specs(DEFAULT_MODEL, hardware or DEFAULT_HARDWARE, sets)[1]
-        cap, device = hw.memory_capacity, hw.name
+        cap, device = hw.memory_capacity, hw.key or hw.name
     else:
         if hardware is not None:
             raise SpecError("--memory", None, "give either -H HARDWARE or --memory, not both")
@@ -253,7 +254,8 @@ def list_specs(kind: str = "all") -> Table:
             data, _ = load_raw(n, k)
             rows["kind"].append(k)
             rows["name"].append(n)
-            rows["description"].append(str(data.get("description") or data.get("name", "")))
+            text = " ".join(str(data.get("description") or data.get("name", "")).split())
+            rows["description"].append(text if len(text) <= 72 else text[:71] + "…")
     return {k: np.asarray(v, dtype=object) for k, v in rows.items()}
 
 

@@ -21,7 +21,9 @@ def _human(col: str, v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "NO"
+        if col == "fits":
+            return "yes" if v else "NO"
+        return "true" if v else "false"
     if isinstance(v, str):
         return v
     v = float(v)

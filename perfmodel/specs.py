@@ -50,19 +50,19 @@ def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
     return p
 
 
-def _read_yaml(path: Path) -> dict:
+def _read_yaml(path: Path, shown: str) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(str(path), None, f"cannot read file ({e.__class__.__name__})") from None
+        raise SpecError(shown, None, f"cannot read file ({e.__class__.__name__})") from None
     try:
         data = yaml.safe_load(text)  # never yaml.load: no code execution from specs
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError(str(path), None, f"not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+        raise SpecError(shown, None, f"not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
-        raise SpecError(str(path), None, "expected a YAML mapping of field: value")
+        raise SpecError(shown, None, "expected a YAML mapping of field: value")
     return data
 
 
@@ -85,20 +85,21 @@ def load_raw(ref: str, kind: str, _chain: tuple = ()) -> tuple[dict, str]:
     key = str(path.resolve())
     if key in _chain:
         cycle = " -> ".join(Path(c).stem for c in (*_chain, key))
-        raise SpecError(str(path), "base", f"cycle in base: chain ({cycle})")
-    data = _read_yaml(path)
+        raise SpecError(str(path), "base", f"cycle in base: chain ({cycle})")  # noqa
+    shown = f"{kind}/{path.name}" if path.parent.resolve() == catalog_dir(kind).resolve() else str(path)
+    data = _read_yaml(path, shown)
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str) or not base:
-            raise SpecError(str(path), "base", "must be a catalog name or a YAML path")
+            raise SpecError(shown, "base", "must be a catalog name or a YAML path")
         try:
             parent, _ = load_raw(base, kind, (*_chain, key))
         except SpecError as e:
             if e.field is None and e.where == base:
-                raise SpecError(str(path), "base", f"{base!r}: {e.problem}") from None
+                raise SpecError(shown, "base", f"{base!r}: {e.problem}") from None
             raise
         data = _merge(parent, data)
-    return data, str(path)
+    return data, shown
 
 
 # ---------------------------------------------------------------- overrides (--set key=value)
@@ -437,16 +438,24 @@ def load_hardware(ref, sets: dict | None = None) -> Hardware:
     if isinstance(ref, Hardware):
         return ref
     data, path = load_raw(ref, "hardware")
-    data = apply_overrides(data, _split_sets(sets, HARDWARE_FIELDS), path)
-    return hardware_from_dict(data, path, key=str(ref))
+    mine = _split_sets(sets, HARDWARE_FIELDS)
+    data = apply_overrides(data, mine, path)
+    return hardware_from_dict(data, _with_sets(path, mine), key=str(ref))
 
 
 def load_model(ref, sets: dict | None = None) -> Model:
     if isinstance(ref, Model):
-        if sets:
-            d = apply_overrides(_model_to_dict(ref), _split_sets(sets, MODEL_FIELDS), ref.key)
-            return model_from_dict(d, ref.key)
+        mine = _split_sets(sets, MODEL_FIELDS)
+        if mine:
+            d = apply_overrides(_model_to_dict(ref), mine, ref.key)
+            return model_from_dict(d, _with_sets(ref.key, mine))
         return ref
     data, path = load_raw(ref, "models")
-    data = apply_overrides(data, _split_sets(sets, MODEL_FIELDS), path)
-    return model_from_dict(data, path, key=str(ref))
+    mine = _split_sets(sets, MODEL_FIELDS)
+    data = apply_overrides(data, mine, path)
+    return model_from_dict(data, _with_sets(path, mine), key=str(ref))
+
+
+def _with_sets(path: str, sets: dict) -> str:
+    """Name the overrides in error messages: a bad value may come from --set, not the file."""
+    return f"{path} (with --set {', '.join(f'{k}={v}' for k, v in sets.items())})" if sets else path
