@@ -25,11 +25,12 @@ def _peaks(hw: Hardware, prec: Precision) -> dict:
 def op_times(ops: list[Op], hw: Hardware, prec: Precision):
     """Per op (one instance): compute time, memory time, roofline time max(FLOPs/peak, bytes/bw)."""
     peaks = _peaks(hw, prec)
+    fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel launch/dispatch cost (0 for datasheet specs)
     out = []
     for op in ops:
         tc = op.flops / peaks[op.kind]
         tm = op.bytes / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
-        out.append((tc, tm, np.maximum(tc, tm)))
+        out.append((tc, tm, np.maximum(tc, tm) + fixed))
     return out
 
 
@@ -154,3 +155,38 @@ def kv_growth_per_token(model: Model, prec: Precision | None = None) -> float:
     """KV bytes one more token adds while the context is below every window: 2*K*H*L_kv*bytes."""
     ps = per_sequence(model, np.array([0.0, 1.0]), prec)
     return float(ps["kv_bytes_per_seq"][1] - ps["kv_bytes_per_seq"][0])
+
+
+def _is_attention(op: Op) -> bool:
+    """Ops that run per sequence over its own context (no weights): scores, softmax, weighted sum, state."""
+    return op.kind == ATTENTION or op.name == "attn_softmax"
+
+
+def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None = None,
+               attention: str = "fused") -> dict:
+    """One iteration of a continuous-batching server (Orca's selective batching).
+
+    Sequence i brings T_seq[i] new tokens (1 when decoding, a prompt chunk when prefilling) and
+    attends to S_seq[i] tokens of context. Ops with weights run once over all sum(T) tokens
+    concatenated; attention runs per sequence at its own context, and one varlen kernel's FLOPs and
+    bytes are the sums over sequences. Logits are computed for one row per sequence.
+    """
+    prec = prec or Precision()
+    T = np.asarray(T_seq, dtype=np.float64).ravel()
+    S = np.asarray(S_seq, dtype=np.float64).ravel()
+    n, M = float(T.size), float(T.sum())
+    phase = "decode" if np.all(T == 1) else "prefill"
+    token_ops = [op for op in build_ops(model, n, M / n, float(S.mean()), phase, prec, attention)
+                 if not _is_attention(op)]
+    decode, chunk = T == 1, T != 1
+    seq_ops = []
+    for mask, ph in ((decode, "decode"), (chunk, "prefill")):
+        if mask.any():
+            for op in build_ops(model, 1.0, T[mask], S[mask], ph, prec, attention):
+                if _is_attention(op):
+                    for f in ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write"):
+                        setattr(op, f, float(np.sum(getattr(op, f) + 0 * T[mask])))
+                    seq_ops.append(op)
+    rf = roofline(token_ops + seq_ops, hw, prec)
+    return {"latency_s": float(rf["time"]), "flops": float(rf["flops"]), "bytes": float(rf["bytes"]),
+            "tokens": M, "sequences": n}

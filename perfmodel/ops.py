@@ -67,8 +67,20 @@ class Op:
         self.params, self.w_stored, self.kv_stored = params, w_stored, kv_stored  # kv_stored: per sequence
 
     @property
+    def bytes_read(self):
+        return self.w_read + self.kv_read + self.act_read
+
+    @property
+    def bytes_written(self):
+        return self.act_write + self.kv_write
+
+    @property
     def bytes(self):
-        return self.w_read + self.kv_read + self.act_read + self.act_write + self.kv_write
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self):
+        return self.flops / self.bytes
 
     @property
     def label(self) -> str:

@@ -167,7 +167,7 @@ def _need(d: dict, keys, where, prefix=""):
 # ---------------------------------------------------------------- hardware
 PEAK_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 _HW_QTY = {"memory_capacity": "bytes", "memory_bandwidth": "bytes/s", "interconnect_bandwidth": "bytes/s",
-           "l2_cache": "bytes", "tdp": "W"}
+           "l2_cache": "bytes", "tdp": "W", "kernel_overhead": "s"}
 
 
 @dataclass
@@ -181,6 +181,7 @@ class Hardware:
     interconnect_bandwidth: float | None = None  # bytes/s per device
     l2_cache: float | None = None  # bytes
     tdp: float | None = None  # W
+    kernel_overhead: float | None = None  # s added to every op (launch/dispatch); calibrated by measurement
     sources: dict = field(default_factory=dict)
     description: str = ""
     key: str = ""  # catalog name or path it was loaded from
@@ -212,7 +213,7 @@ def _qty(raw, where, fld, dim, default_source):
     if not src:
         raise SpecError(where, fld, "has no source: write {value: ..., source: \"datasheet ...\"}")
     try:
-        return parse_quantity(raw, dim), str(src)
+        return parse_quantity(raw, dim, allow_zero=fld == "kernel_overhead"), str(src)
     except ValueError as e:
         raise SpecError(where, fld, str(e)) from None
 
@@ -422,7 +423,8 @@ def _split_sets(sets: dict | None, kind_fields: set) -> dict:
     return {k: v for k, v in (sets or {}).items() if k.split(".")[0] in kind_fields}
 
 
-HARDWARE_FIELDS = {"memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "l2_cache", "tdp"}
+HARDWARE_FIELDS = {"memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "l2_cache", "tdp",
+                   "kernel_overhead"}
 MODEL_FIELDS = _MODEL_ALLOWED - {"name", "source", "description"}
 
 

@@ -42,7 +42,7 @@ UNITS = _table()
 _RX = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$")
 
 
-def parse_quantity(text, dimension: str) -> float:
+def parse_quantity(text, dimension: str, allow_zero: bool = False) -> float:
     """Parse "3.35 TB/s" for dimension "bytes/s" -> 3.35e12. Raises ValueError with the reason.
 
     A bare number is taken as already in SI units of that dimension.
@@ -66,7 +66,7 @@ def parse_quantity(text, dimension: str) -> float:
             if dim != dimension:
                 raise ValueError(f"{text!r} is a {dim} quantity, expected {dimension}")
             value *= factor
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{text!r} must be a positive, finite {dimension} quantity")
     return value
 
