@@ -452,7 +452,12 @@ def load_model(ref, sets: dict | None = None) -> Model:
             d = apply_overrides(_model_to_dict(ref), mine, ref.key)
             return model_from_dict(d, _with_sets(ref.key, mine))
         return ref
-    data, path = load_raw(ref, "models")
+    if str(ref).endswith(".json"):  # a Hugging Face config.json, converted offline
+        from .hf_import import config_to_spec  # lazy: only this path needs it
+
+        data, path = config_to_spec(str(ref)), str(ref)
+    else:
+        data, path = load_raw(ref, "models")
     mine = _split_sets(sets, MODEL_FIELDS)
     data = apply_overrides(data, mine, path)
     return model_from_dict(data, _with_sets(path, mine), key=str(ref))
