@@ -30,6 +30,7 @@ ADtype = typer.Option("bf16", "--act-dtype", help="Activation/compute format; fp
 Attn = typer.Option("fused", "--attention", help="fused (FlashAttention: no score matrix in HBM) or unfused.")
 Sets = typer.Option(None, "--set", help="Override a spec field: key=value (repeatable), e.g. n_kv_heads=8, memory_bandwidth='4 TB/s'.")
 Fmt = typer.Option("table", "--format", help="table (for people), json or csv (SI units).")
+QEmb = typer.Option(False, "--quantize-embeddings", help="Quantize embeddings and LM head too (default: kept 16-bit).")
 
 
 def _ints(text: str, opt: str) -> list[float]:
@@ -69,10 +70,15 @@ PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "th
                "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
 
 
-def _why(table, hardware, sets) -> str:
-    """A footer that says why: the ridge point against the step's intensity."""
+def _why(table, hardware, sets, prec=None) -> str:
+    """A footer that says why: the ridge point against the step's intensity, and the formats used."""
+    from .whatif import quantization_note
+
     _, hws = api.specs(api.DEFAULT_MODEL, hardware, sets)
-    notes = [f"ridge of {hw.name}: {hw.ridge():.0f} FLOP/B (bf16 peak / bandwidth)" for hw in hws]
+    dt = prec.formats()[1].peak if prec else "bf16"
+    notes = [f"ridge of {hw.name}: {hw.ridge(dt):.0f} FLOP/B ({dt} peak / bandwidth)" for hw in hws]
+    if prec and (prec.weights, prec.act, prec.kv) != ("bf16", "bf16", None):
+        notes.append(quantization_note(prec))
     if len(table["fits"]) and not all(table["fits"]):
         notes.append("fits=NO: weights + KV cache + activations exceed the device memory")
     notes.append("a step whose intensity is below the ridge is memory-bound; `perfmodel intensity` gives the per-op table")
@@ -103,23 +109,24 @@ def show(name: str = typer.Argument(..., help="A catalog name or YAML path (mode
 def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1,8,64,256", "--batch"),
            context: str = typer.Option("1024", "--context"), mode: str = Mode, weights_dtype: str = WDtype,
            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
-           sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+           sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb):
     """One decode step per batch size: latency, throughput (B / step), memory and fit."""
     t = api.decode(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                   kv_dtype, act_dtype, attention, _sets(sets))
+                   kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
     _out(render(t, _fmt(fmt), api.PHASE_COLUMNS, PHASE_HUMAN))
     if fmt == "table":
-        _out(_why(t, hardware, _sets(sets)))
+        _out(_why(t, hardware, _sets(sets), api._prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)))
 
 
 @app.command()
 def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch"),
             context: str = typer.Option("128,512,1024,4096", "--context", help="Prompt length(s)."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-            attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+            attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+            quantize_embeddings: bool = QEmb):
     """Prefill of the prompt (time to first token); throughput counts prompt tokens per second."""
     t = api.prefill(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                    kv_dtype, act_dtype, attention, _sets(sets))
+                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
     _out(render(t, _fmt(fmt), api.PHASE_COLUMNS, PHASE_HUMAN))
 
 
@@ -128,10 +135,11 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             prompt: str = typer.Option("1024", "--prompt", help="Prompt tokens P (comma list allowed)."),
             generate: int = typer.Option(256, "--generate", help="Generated tokens G."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-            attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+            attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+            quantize_embeddings: bool = QEmb):
     """A whole request: prefill P tokens, then G decode steps with a growing context."""
     t = api.request(model, hardware, _ints(batch, "--batch"), _ints(prompt, "--prompt"), generate, mode,
-                    weights_dtype, kv_dtype, act_dtype, attention, _sets(sets))
+                    weights_dtype, kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
     human = ["model", "hardware", "batch", "prompt", "generate", "ttft_s", "decode_s", "latency_s",
              "throughput_tok_s", "memory_bytes", "fits", "bound"]
     _out(render(t, _fmt(fmt), api.PHASE_COLUMNS + ["prompt", "generate", "ttft_s"], human))
@@ -141,9 +149,10 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
 def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer.Option(1, "--batch"),
               context: float = typer.Option(1024, "--context"), weights_dtype: str = WDtype,
               kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
-              sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb):
     """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode."""
-    t = api.intensity(model, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, attention, _sets(sets))
+    t = api.intensity(model, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, attention, _sets(sets),
+                      quantize_embeddings=quantize_embeddings)
     cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound"]
     _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]))
 
@@ -161,13 +170,108 @@ def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H"
            memory: Optional[str] = typer.Option(None, "--memory", help="Device memory instead of -H, e.g. 24GiB."),
            overhead: str = typer.Option("0", "--overhead", help="Reserved memory, e.g. 1.5GiB."),
            weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-           context: str = typer.Option("1024", "--context"), sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+           context: str = typer.Option("1024", "--context"), sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+           quantize_embeddings: bool = QEmb):
     """The inverse question: how many KV tokens fit, and how many users at a context."""
     t = api.budget(model, hardware, memory, overhead, weights_dtype, kv_dtype, act_dtype,
-                   _ints(context, "--context"), _sets(sets))
+                   _ints(context, "--context"), _sets(sets), quantize_embeddings)
     _out(render(t, _fmt(fmt), ["model", "max_tokens", "max_batch", "weight_bytes", "context"],
                 ["model", "hardware", "memory_capacity", "overhead_bytes", "weight_bytes", "context",
                  "kv_bytes_per_token", "max_tokens", "max_batch"]))
+
+
+# ---------------------------------------------------------------- what-ifs (perfmodel.whatif)
+def _floats(text: str, opt: str) -> list[float]:
+    return _ints(text, opt)
+
+
+@app.command()
+def formats(fmt: str = Fmt):
+    """Storage formats with bits per weight (scales included) and the tensor rate they compute at."""
+    from . import whatif
+
+    _out(render(whatif.formats(), _fmt(fmt)))
+
+
+@app.command()
+def weights(model: str = Model, weights_dtype: str = WDtype, act_dtype: str = ADtype, quantize_embeddings: bool = QEmb,
+            sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """Which layers are stored in which format: parameters and bytes per component."""
+    from . import whatif
+
+    _out(render(whatif.weights(model, weights_dtype, act_dtype, quantize_embeddings, _sets(sets)), _fmt(fmt)))
+    if fmt == "table":
+        _out("# " + whatif.quantization_note(api._prec(weights_dtype, None, act_dtype, quantize_embeddings)))
+
+
+@app.command()
+def compare(model: str = typer.Option("llama-2-13b,llama-2-13b-gqa8,llama-2-13b-mla,llama-2-13b-cla2,llama-2-13b-swa,llama-2-13b-linear",
+                                      "-m", "--model", help="Comma list; ratios are against the first."),
+            hardware: str = Hardware, batch: str = typer.Option("1,64,256", "--batch"),
+            context: str = typer.Option("1024,8192,32768", "--context"), mode: str = Mode, weights_dtype: str = WDtype,
+            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
+            quantize_embeddings: bool = QEmb, sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """Models side by side: KV per token and sequence, memory, latency, throughput, max batch, ratios."""
+    from . import whatif
+
+    t = whatif.compare(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
+                       kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
+    human = ["model", "batch", "context", "kv_bytes_per_token", "kv_bytes_per_seq", "memory_bytes", "fits",
+             "latency_s", "throughput_tok_s", "max_batch", "kv_ratio", "latency_ratio", "throughput_ratio",
+             "max_batch_ratio"]
+    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS + ["kv_bytes_per_token", "max_batch"], human))
+
+
+@app.command()
+def speculative(alpha: str = typer.Option("0.6,0.8,0.9", "--alpha", help="Acceptance rate(s) in [0, 1]."),
+                gamma: str = typer.Option("1,2,3,4,5,8", "--gamma", help="Draft tokens per round."),
+                draft_cost: str = typer.Option("0.05", "--draft-cost", help="Draft step / target step."),
+                draft: Optional[str] = typer.Option(None, "--draft", help="Draft model: costs from the roofline."),
+                target: Optional[str] = typer.Option(None, "--target", help="Target model."),
+                hardware: str = Hardware, batch: float = typer.Option(1, "--batch"),
+                context: float = typer.Option(1024, "--context"), weights_dtype: str = WDtype,
+                kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, sets: Optional[List[str]] = Sets,
+                fmt: str = Fmt):
+    """Speculative decoding: expected tokens per round, speedup, best gamma (slower than plain is shown)."""
+    from . import whatif
+
+    t = whatif.speculative(_floats(alpha, "--alpha"), _ints(gamma, "--gamma"), _floats(draft_cost, "--draft-cost"),
+                           draft, target, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, _sets(sets))
+    cols = ["alpha", "gamma", "draft_cost", "expected_tokens", "speedup", "best_gamma"]
+    extra = ["verify_cost", "slower"] + (["draft", "target", "batch", "context"] if draft else [])
+    _out(render(t, _fmt(fmt), cols, cols + extra))
+    if fmt == "table" and t["slower"].any():
+        _out("# slower=true: speculation loses to plain decoding here (low alpha, costly draft, long gamma,"
+             " or a verification pass that is no longer cheap at this batch)")
+
+
+@app.command()
+def attention(seq: str = typer.Option("512,2048,8192,32768,131072", "--seq"),
+              heads: int = typer.Option(32, "--heads"), head_dim: int = typer.Option(128, "--head-dim"),
+              kv_heads: Optional[int] = typer.Option(None, "--kv-heads"), batch: float = typer.Option(1, "--batch"),
+              dtype: str = typer.Option("fp16", "--dtype"),
+              model: Optional[str] = typer.Option(None, "-m", "--model", help="Take heads and head dim from a model."),
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """One attention call, fused (FlashAttention) against unfused: score matrix, HBM traffic, peak memory."""
+    from . import whatif
+
+    t = whatif.attention_kernels(_ints(seq, "--seq"), heads, head_dim, kv_heads, batch, dtype, model, _sets(sets))
+    _out(render(t, _fmt(fmt), None, ["seq", "heads", "dtype", "score_bytes_per_head", "score_bytes_per_layer",
+                                     "fused_hbm_bytes", "unfused_hbm_bytes", "traffic_ratio", "fused_peak_bytes",
+                                     "unfused_peak_bytes"]))
+
+
+@app.command("generation-cost")
+def generation_cost(model: str = Model, tokens: str = typer.Option("256,1024,4096", "--tokens"),
+                    batch: float = typer.Option(1, "--batch"), weights_dtype: str = WDtype,
+                    kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, sets: Optional[List[str]] = Sets,
+                    fmt: str = Fmt):
+    """MACs, bytes and memory to generate T tokens with a KV cache and without one (recomputing the prefix)."""
+    from . import whatif
+
+    t = whatif.generation_cost(model, _ints(tokens, "--tokens"), batch, weights_dtype, kv_dtype, act_dtype, _sets(sets))
+    _out(render(t, _fmt(fmt), None, ["model", "tokens", "macs_cached", "macs_uncached", "macs_ratio", "bytes_cached",
+                                     "bytes_uncached", "bytes_ratio", "memory_cached", "memory_uncached"]))
 
 
 def _click_errors():

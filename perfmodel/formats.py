@@ -1,8 +1,18 @@
 """Numeric formats: bytes per stored element, scale bookkeeping included, and which peak they use.
 
 A format stores `bits` per element plus one `scale_bits` scale per `group` elements
-(group=None: one scale per matrix row, i.e. per output channel). So int4 with a 16-bit scale per
-group of g weights costs 4 + 16/g bits per weight: 4.125 at g = 128 (BRIEF, "Quantization").
+(group=None: one scale per matrix row, i.e. per output channel), plus optionally a second-level
+scale per `group2` first-level scales (double quantization). Sources of each layout:
+
+- int4-gG: one 16-bit scale per G weights (GPTQ/AWQ layout): 4 + 16/G bits, 4.125 at G = 128.
+- nf4: QLoRA (Dettmers et al. 2023, arXiv:2305.14314, section 3): blocks of 64 with a 32-bit
+  absmax constant, "32/64 = 0.5 bits per parameter", so 4.5 bits; nf4-dq double-quantizes the
+  constants to 8 bits with a 32-bit constant per 256 of them: "8/64 + 32/(64*256) = 0.127 bits",
+  so 4.127 bits.
+- mxfp4: OCP Microscaling Formats (MX) v1.0 spec: blocks of 32 FP4 (E2M1) elements sharing one
+  8-bit E8M0 scale: 4 + 8/32 = 4.25 bits.
+- fp4 (NVFP4): blocks of 16 FP4 (E2M1) elements with one FP8 (E4M3) scale: 4 + 8/16 = 4.5 bits
+  (NVIDIA Blackwell; a per-tensor fp32 scale is negligible and not counted).
 """
 from __future__ import annotations
 
@@ -17,6 +27,9 @@ class Format:
     scale_bits: int = 0
     group: int | None = 0  # 0: no scales; None: one scale per row; g: one scale per g elements
     peak: str = "bf16"  # peak_flops key used when activations are in this format (tensor-core rate)
+    scale2_bits: int = 0  # double quantization: one second-level scale ...
+    group2: int = 0  # ... per group2 first-level scales
+    note: str = ""
 
     def nbytes(self, n_elements, row: int | None = None):
         """Bytes to store n_elements laid out in rows of length `row` (needed for per-row scales)."""
@@ -27,20 +40,28 @@ class Format:
             if not row:
                 raise ValueError(f"{self.name}: per-row scales need the row length")
             return data + (n_elements / row) * self.scale_bits / 8
-        return data + (n_elements / self.group) * self.scale_bits / 8
+        scales = n_elements / self.group
+        extra = (scales / self.group2) * self.scale2_bits / 8 if self.group2 else 0.0
+        return data + scales * self.scale_bits / 8 + extra
 
     def bits_per_element(self, row: int | None = None) -> float:
         return 8 * self.nbytes(1.0 * (row or self.group or 1), row) / (row or self.group or 1)
 
 
 _FIXED = {
-    "fp32": Format("fp32", 32, peak="fp32"),
-    "bf16": Format("bf16", 16, peak="bf16"),
-    "fp16": Format("fp16", 16, peak="fp16"),
-    "fp8": Format("fp8", 8, peak="fp8"),  # e4m3, per-tensor scale (negligible)
-    "fp8-e4m3": Format("fp8-e4m3", 8, peak="fp8"),
-    "fp8-e5m2": Format("fp8-e5m2", 8, peak="fp8"),
-    "int8": Format("int8", 8, scale_bits=16, group=None, peak="int8"),  # per-output-channel fp16 scale
+    "fp32": Format("fp32", 32, peak="fp32", note="IEEE single"),
+    "bf16": Format("bf16", 16, peak="bf16", note="bfloat16"),
+    "fp16": Format("fp16", 16, peak="fp16", note="IEEE half"),
+    "fp8": Format("fp8", 8, peak="fp8", note="= fp8-e4m3; per-tensor scale (negligible)"),
+    "fp8-e4m3": Format("fp8-e4m3", 8, peak="fp8", note="OCP FP8 E4M3"),
+    "fp8-e5m2": Format("fp8-e5m2", 8, peak="fp8", note="OCP FP8 E5M2"),
+    "int8": Format("int8", 8, scale_bits=16, group=None, peak="int8", note="one fp16 scale per output channel"),
+    "nf4": Format("nf4", 4, scale_bits=32, group=64, peak="bf16",
+                  note="QLoRA NormalFloat4, block 64, fp32 absmax (weight-only)"),
+    "nf4-dq": Format("nf4-dq", 4, scale_bits=8, group=64, scale2_bits=32, group2=256, peak="bf16",
+                     note="nf4 with double quantization of the absmax constants"),
+    "mxfp4": Format("mxfp4", 4, scale_bits=8, group=32, peak="fp4", note="OCP MX: E2M1 x32 + E8M0 scale"),
+    "fp4": Format("fp4", 4, scale_bits=8, group=16, peak="fp4", note="NVFP4: E2M1 x16 + E4M3 scale"),
 }
 _INT4 = re.compile(r"^int4(?:-g(\d+))?$")
 
@@ -55,9 +76,14 @@ def get_format(name: str) -> Format:
         g = int(m.group(1) or 128)
         if g <= 0:
             raise ValueError(f"int4 group size must be positive, got {g}")
-        return Format(f"int4-g{g}", 4, scale_bits=16, group=g, peak="int4")
+        return Format(f"int4-g{g}", 4, scale_bits=16, group=g, peak="int4", note=f"one fp16 scale per {g} weights")
     raise ValueError(f"unknown format {name!r} (known: {', '.join(list(_FIXED) + ['int4-gN'])})")
 
 
 def known_formats() -> list[str]:
     return list(_FIXED) + ["int4-g128", "int4-g64", "int4-g32"]
+
+
+def is_weight_only(weights: Format, act: Format) -> bool:
+    """Weights stored narrower than the activations: dequantized on the fly, math at the act rate."""
+    return weights.bits < act.bits

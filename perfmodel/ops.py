@@ -57,14 +57,15 @@ class Op:
     """One operator of one layer (x count layers). Byte fields are HBM traffic per instance."""
 
     __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
-                 "kv_write", "params", "w_stored", "kv_stored")
+                 "kv_write", "params", "w_stored", "kv_stored", "wfmt")
 
     def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
-                 act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0):
+                 act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt=""):
         self.name, self.group, self.count, self.kind = name, group, count, kind
         self.flops, self.w_read, self.kv_read = flops, w_read, kv_read
         self.act_read, self.act_write, self.kv_write = act_read, act_write, kv_write
         self.params, self.w_stored, self.kv_stored = params, w_stored, kv_stored  # kv_stored: per sequence
+        self.wfmt = wfmt  # storage format of the weights this op owns ("" if none)
 
     @property
     def bytes_read(self):
@@ -142,13 +143,14 @@ class _Builder:
         out_cols = n_mats * d_out - kv_out
         return self.add(name, g, n, MATMUL, flops=2.0 * rows * d_in * d_out * n_mats, w_read=w * touched,
                         act_read=rows * d_in * self.ab, act_write=rows * out_cols * self.ab,
-                        kv_write=rows * kv_out * self.kb, params=p * instances, w_stored=w * instances)
+                        kv_write=rows * kv_out * self.kb, params=p * instances, w_stored=w * instances,
+                        wfmt=fmt.name)
 
     def vector(self, name, g, n, elems, flops_per, reads=1, writes=1, params=0):
         """Elementwise op over `elems` activations: reads `reads` and writes `writes` tensors of that size."""
         return self.add(name, g, n, VECTOR, flops=flops_per * elems, act_read=reads * elems * self.ab,
                         act_write=writes * elems * self.ab, params=params, w_stored=params * self.hb,
-                        w_read=params * self.hb)
+                        w_read=params * self.hb, wfmt=self.hf.name if params else "")
 
     def norm(self, name, g, n, rows, width):
         ln = self.m.norm == "layernorm"  # LayerNorm: weight + bias, ~7 FLOP/elem; RMSNorm: weight, ~4
@@ -258,11 +260,12 @@ class _Builder:
         m, M, D, B = self.m, self.M, self.m.D, self.B
         hf = self.hf
         emb = self.add("embed", "", 1, VECTOR, w_read=np.minimum(M, m.V) * D * self.hb,
-                       act_write=M * D * self.ab, params=m.V * D, w_stored=hf.nbytes(m.V * D, row=D))
+                       act_write=M * D * self.ab, params=m.V * D, w_stored=hf.nbytes(m.V * D, row=D), wfmt=hf.name)
         emb.flops = 0.0 * M
         if m.position == "learned":
             self.add("pos_embed", "", 1, VECTOR, flops=M * D, w_read=M * D * self.hb, act_read=M * D * self.ab,
-                     act_write=M * D * self.ab, params=m.max_context * D, w_stored=m.max_context * D * self.hb)
+                     act_write=M * D * self.ab, params=m.max_context * D, w_stored=m.max_context * D * self.hb,
+                     wfmt=hf.name)
         for g, n, kind, is_moe, owner in layer_groups(m):
             self.norm("attn_norm", g, n, M, D)
             self.attention_block(g, n, kind, owner)

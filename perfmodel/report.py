@@ -14,7 +14,7 @@ FORMATS = ("table", "json", "csv")
 
 _HEAD = {"latency_s": "latency", "throughput_tok_s": "tokens/s", "weight_bytes": "weights", "kv_cache_bytes": "KV cache",
          "memory_bytes": "memory", "kv_bytes_per_token": "KV/token", "time_s": "time", "ttft_s": "TTFT",
-         "decode_s": "decode", "memory_capacity": "capacity", "overhead_bytes": "overhead", "flops": "FLOPs"}
+         "decode_s": "decode", "kv_bytes_per_seq": "KV/seq", "memory_capacity": "capacity", "overhead_bytes": "overhead", "flops": "FLOPs"}
 
 
 def _human(col: str, v) -> str:
@@ -27,11 +27,12 @@ def _human(col: str, v) -> str:
     if isinstance(v, str):
         return v
     v = float(v)
-    if col == "throughput_tok_s":
+    if col == "throughput_tok_s" or col.endswith("_ratio") or col.startswith("bits"):
         return f"{v:.5g}"
-    if col.endswith("_bytes") or col in ("kv_bytes_per_token", "memory_capacity", "l2_cache",
-                                         "kv_bytes_at_max_context", "fixed_state_bytes_per_seq"):
+    if "bytes" in col or col.startswith("memory_") and col != "memory_bandwidth" or col in ("l2_cache",):
         return fmt_bytes(v)
+    if "macs" in col or col.endswith("flops") and not col.startswith("peak"):
+        return fmt_count(v)
     if col.endswith("_s"):
         return fmt_time(v)
     if col == "memory_bandwidth" or col == "interconnect_bandwidth":
