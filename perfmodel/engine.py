@@ -24,44 +24,75 @@ def _peaks(hw: Hardware, prec: Precision) -> dict:
 
 def op_times(ops: list[Op], hw: Hardware, prec: Precision):
     """Per op (one instance): compute time, memory time, roofline time max(FLOPs/peak, bytes/bw)."""
+    return [t[:3] for t in _op_terms(ops, hw, prec)]
+
+
+def _op_terms(ops, hw, prec):
     peaks = _peaks(hw, prec)
     fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel launch/dispatch cost (0 for datasheet specs)
     out = []
     for op in ops:
+        b = op.bytes
         tc = op.flops / peaks[op.kind]
-        tm = op.bytes / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
-        out.append((tc, tm, np.maximum(tc, tm) + fixed))
+        tm = b / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
+        out.append((tc, tm, np.maximum(tc, tm) + fixed, b))
     return out
+
+
+class _Sum:
+    """Adds arrays of different shapes cheaply: same-shape terms first, one broadcast at the end."""
+
+    def __init__(self):
+        self.parts: dict = {}
+
+    def add(self, x):
+        k = np.shape(x)
+        self.parts[k] = self.parts[k] + x if k in self.parts else x
+
+    def total(self):
+        out = 0.0
+        for v in sorted(self.parts.values(), key=np.size):
+            out = out + v
+        return out
 
 
 def roofline(ops: list[Op], hw: Hardware, prec: Precision) -> dict:
     """Sum of per-op roofline times, with totals of FLOPs and bytes and the dominant bound."""
-    time = flops = nbytes = t_compute_bound = 0.0
-    for op, (tc, tm, t) in zip(ops, op_times(ops, hw, prec)):
-        time = time + t * op.count
-        flops = flops + op.flops * op.count
-        nbytes = nbytes + op.bytes * op.count
-        t_compute_bound = t_compute_bound + np.where(tc > tm, t, 0.0) * op.count
-    return {"time": time, "flops": flops, "bytes": nbytes, "compute_bound_time": t_compute_bound}
+    time, flops, nbytes, tcb = _Sum(), _Sum(), _Sum(), _Sum()
+    for op, (tc, tm, t, b) in zip(ops, _op_terms(ops, hw, prec)):
+        time.add(t * op.count)
+        flops.add(op.flops * op.count)
+        nbytes.add(b * op.count)
+        tcb.add(np.where(tc > tm, t, 0.0) * op.count)
+    return {"time": time.total(), "flops": flops.total(), "bytes": nbytes.total(),
+            "compute_bound_time": tcb.total()}
 
 
 def memory(ops: list[Op], model: Model, B, S, prec: Precision) -> dict:
     """Weights + KV cache of B sequences at context S + peak live activations of this step."""
-    _, af, _, _ = prec.formats()
     weights = sum(op.w_stored * op.count for op in ops)
-    kv_seq = sum(op.kv_stored * op.count for op in ops)  # bytes per sequence
-    # live activations: the residual stream plus the largest op's inputs and outputs
-    act = np.max(np.broadcast_arrays(*[np.asarray(op.act_read + op.act_write, float) for op in ops]), axis=0)
+    kv_seq = _Sum()
+    peak: dict = {}  # live activations: the residual stream plus the largest op's inputs and outputs
+    for op in ops:
+        kv_seq.add(op.kv_stored * op.count)
+        a = op.act_read + op.act_write
+        k = np.shape(a)
+        peak[k] = np.maximum(peak[k], a) if k in peak else a
+    act = 0.0
+    for v in peak.values():
+        act = np.maximum(act, v)
     act = act + ops[0].act_write  # the embedding output = residual stream (M x D)
+    kv_seq = kv_seq.total() + 0 * np.asarray(S, float)
     kv = B * kv_seq
-    return {"weight_bytes": weights, "kv_bytes_per_seq": kv_seq + 0 * S, "kv_cache_bytes": kv,
+    return {"weight_bytes": weights, "kv_bytes_per_seq": kv_seq, "kv_cache_bytes": kv,
             "activation_bytes": act, "memory_bytes": weights + kv + act}
 
 
 def _grid(batch, context):
-    B = np.atleast_1d(np.asarray(batch, dtype=np.float64))
-    S = np.atleast_1d(np.asarray(context, dtype=np.float64))
-    return np.meshgrid(B, S, indexing="ij")
+    """An open grid: B as a column, S as a row; results broadcast to len(B) x len(S)."""
+    B = np.atleast_1d(np.asarray(batch, dtype=np.float64)).ravel()
+    S = np.atleast_1d(np.asarray(context, dtype=np.float64)).ravel()
+    return B[:, None], S[None, :]
 
 
 def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", mode: str = "roofline",
@@ -86,14 +117,14 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
         latency = rf["time"]
         bound = np.where(rf["compute_bound_time"] * 2 > latency, "compute", "memory")
     tokens = B * (1.0 if phase == "decode" else S)
-    latency = latency + 0 * B
-    return {"model": model.name, "hardware": hw.key or hw.name, "phase": phase, "batch": B, "context": S, "mode": mode,
-            "latency_s": latency, "throughput_tok_s": tokens / latency,
-            "weight_bytes": mem["weight_bytes"] + 0 * B, "kv_cache_bytes": mem["kv_cache_bytes"] + 0 * B,
-            "activation_bytes": mem["activation_bytes"] + 0 * B, "memory_bytes": mem["memory_bytes"] + 0 * B,
-            "fits": mem["memory_bytes"] <= hw.memory_capacity, "bound": bound,
-            "intensity": rf["flops"] / rf["bytes"] + 0 * B, "flops": rf["flops"] + 0 * B,
-            "bytes": rf["bytes"] + 0 * B}
+    shape = np.broadcast_shapes(np.shape(B), np.shape(S))
+    full = lambda x: np.broadcast_to(x, shape)  # noqa: E731  (read-only views, no copies)
+    return {"model": model.name, "hardware": hw.key or hw.name, "phase": phase, "batch": full(B), "context": full(S),
+            "mode": mode, "latency_s": full(latency), "throughput_tok_s": full(tokens / latency),
+            "weight_bytes": full(mem["weight_bytes"]), "kv_cache_bytes": full(mem["kv_cache_bytes"]),
+            "activation_bytes": full(mem["activation_bytes"]), "memory_bytes": full(mem["memory_bytes"]),
+            "fits": full(mem["memory_bytes"] <= hw.memory_capacity), "bound": full(bound),
+            "intensity": full(rf["flops"] / rf["bytes"]), "flops": full(rf["flops"]), "bytes": full(rf["bytes"])}
 
 
 def request(model: Model, hw: Hardware, batch, prompt, generate: int, mode: str = "roofline",
