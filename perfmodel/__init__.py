@@ -48,6 +48,13 @@ show = _frame(_api.show)
 list_specs = _frame(_api.list_specs)
 ridge = _api.ridge
 
-__all__ = ["decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
+
+def sweep(*args, **kwargs):
+    """Decode metrics over a grid; a DataFrame, or {"path", "rows", "seconds"} when `out=` streams to a file."""
+    from .grid import sweep as _sweep
+
+    return _sweep(*args, **kwargs)
+
+__all__ = ["sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
            "load_model", "load_hardware", "Model", "Hardware", "Precision", "Op", "build_ops", "param_count",
            "evaluate", "max_batch", "per_sequence", "catalog_names", "parse_quantity", "SpecError"]

@@ -274,6 +274,39 @@ def generation_cost(model: str = Model, tokens: str = typer.Option("256,1024,409
                                      "bytes_uncached", "bytes_ratio", "memory_cached", "memory_uncached"]))
 
 
+@app.command()
+def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--models", help="Comma list of models."),
+          hardware: str = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Comma list of hardware."),
+          batch: str = typer.Option("1:512:x2", "--batch", help="List '1,8', geometric '1:512:x2' or arithmetic '1:1024:1'."),
+          context: str = typer.Option("128:131072:x2", "--context", help="Same syntax as --batch."),
+          weights_dtype: str = typer.Option("bf16", "--weights-dtype", help="Comma list of formats."),
+          kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV formats."),
+          act_dtype: str = ADtype, mode: str = Mode, sets: Optional[List[str]] = Sets,
+          out: Optional[str] = typer.Option(None, "-o", "--out", help="Stream to FILE.csv or FILE.parquet."),
+          chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", help="Rows evaluated and written per chunk."),
+          progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Default: on a terminal."),
+          fmt: str = Fmt):
+    """Decode metrics over a whole grid (models x hardware x formats x batch x context), vectorized."""
+    from . import grid as sw
+
+    if chunk_rows < 1:
+        raise SpecError("--chunk-rows", None, "must be at least 1")
+    kv = kv_dtype.split(",") if kv_dtype else [None]
+    if mode not in ("roofline", "simple"):
+        raise SpecError("--mode", None, f"must be roofline or simple, got {mode!r}")
+    if out:
+        r = sw.sweep(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype, mode, _sets(sets),
+                     out, chunk_rows, progress)
+        sys.stderr.write(f"wrote {r['rows']:,} rows to {r['path']} in {r['seconds']:.2f} s\n")
+        return
+    n = sw.grid_size(models, hardware, batch, context, weights_dtype.split(","), kv)
+    if n > 100_000:
+        raise SpecError("sweep", None, f"{n:,} rows: write them to a file with -o FILE.csv")
+    t = api.concat(list(sw.iter_chunks(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype,
+                                       mode, _sets(sets), chunk_rows)))
+    _out(render(t, _fmt(fmt)))
+
+
 def _click_errors():
     """Typer >= 0.26 vendors click as typer._click; older typer uses click itself. Catch both."""
     mods = []

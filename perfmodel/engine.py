@@ -40,25 +40,57 @@ def _op_terms(ops, hw, prec):
 
 
 class _Sum:
-    """Adds arrays of different shapes cheaply: same-shape terms first, one broadcast at the end."""
+    """Adds arrays of different shapes cheaply: terms that vary along the same axes are summed first
+    (small arrays), then the groups are added in a fixed order with one broadcast each.
 
-    def __init__(self):
-        self.parts: dict = {}
+    `keys` gives each term's group: which of B and S it varies with, found once by probing the
+    op list's structure (see _op_keys). The summation order therefore does not depend on the sizes
+    of the arrays, so a one-point evaluation and the same point inside a grid agree to the last bit.
+    """
+
+    def __init__(self, keys):
+        self.keys, self.parts, self.i = keys, {}, 0
 
     def add(self, x):
-        k = np.shape(x)
+        k = self.keys[self.i]
+        self.i += 1
         self.parts[k] = self.parts[k] + x if k in self.parts else x
 
     def total(self):
         out = 0.0
-        for v in sorted(self.parts.values(), key=np.size):
-            out = out + v
+        for k in sorted(self.parts):
+            out = out + self.parts[k]
         return out
 
 
-def roofline(ops: list[Op], hw: Hardware, prec: Precision) -> dict:
+def _op_keys(ops: list[Op], probe: list[Op]) -> tuple:
+    """For each op, the axes (of a 2x2 probe grid) along which its terms vary: (), (0,), (1,), (0, 1)."""
+    keys = []
+    for op in probe:
+        shapes = [np.shape(getattr(op, f)) for f in ("flops", "w_read", "kv_read", "act_read", "act_write",
+                                                     "kv_write", "kv_stored")]
+        keys.append(tuple(sorted({ax for sh in shapes for ax, n in enumerate(sh[-2:]) if n > 1})))
+    if len(keys) != len(ops):
+        raise RuntimeError("op list changed shape between probe and evaluation")
+    return tuple(keys)
+
+
+_PROBE_CACHE: dict = {}
+
+
+def _keys_for(model, phase, prec, attention, causal_skip, ops):
+    ck = (model, phase, (prec.weights, prec.act, prec.kv, prec.quantize_embeddings), attention, causal_skip)
+    if ck not in _PROBE_CACHE:
+        B2, S2 = np.array([[1.0], [2.0]]), np.array([[64.0, 128.0]])
+        probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip)
+        _PROBE_CACHE[ck] = _op_keys(ops, probe)
+    return _PROBE_CACHE[ck]
+
+
+def roofline(ops: list[Op], hw: Hardware, prec: Precision, keys=None) -> dict:
     """Sum of per-op roofline times, with totals of FLOPs and bytes and the dominant bound."""
-    time, flops, nbytes, tcb = _Sum(), _Sum(), _Sum(), _Sum()
+    keys = keys or (0,) * len(ops)
+    time, flops, nbytes, tcb = _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys)
     for op, (tc, tm, t, b) in zip(ops, _op_terms(ops, hw, prec)):
         time.add(t * op.count)
         flops.add(op.flops * op.count)
@@ -68,10 +100,10 @@ def roofline(ops: list[Op], hw: Hardware, prec: Precision) -> dict:
             "compute_bound_time": tcb.total()}
 
 
-def memory(ops: list[Op], model: Model, B, S, prec: Precision) -> dict:
+def memory(ops: list[Op], model: Model, B, S, prec: Precision, keys=None) -> dict:
     """Weights + KV cache of B sequences at context S + peak live activations of this step."""
     weights = sum(op.w_stored * op.count for op in ops)
-    kv_seq = _Sum()
+    kv_seq = _Sum(keys or (0,) * len(ops))
     peak: dict = {}  # live activations: the residual stream plus the largest op's inputs and outputs
     for op in ops:
         kv_seq.add(op.kv_stored * op.count)
@@ -105,8 +137,9 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
     B, S = _grid(batch, context) if grid else np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
     T = 1.0 if phase == "decode" else S
     ops = build_ops(model, B, T, S, phase, prec, attention, causal_skip)
-    rf = roofline(ops, hw, prec)
-    mem = memory(ops, model, B, S, prec)
+    keys = _keys_for(model, phase, prec, attention, causal_skip, ops)
+    rf = roofline(ops, hw, prec, keys)
+    mem = memory(ops, model, B, S, prec, keys)
     if mode == "simple":  # the lecture: a memory-bound step streams all weights and every sequence's KV
         latency = (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth
         if phase == "prefill":
