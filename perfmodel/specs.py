@@ -167,7 +167,9 @@ def _need(d: dict, keys, where, prefix=""):
 # ---------------------------------------------------------------- hardware
 PEAK_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 _HW_QTY = {"memory_capacity": "bytes", "memory_bandwidth": "bytes/s", "interconnect_bandwidth": "bytes/s",
-           "l2_cache": "bytes", "tdp": "W", "kernel_overhead": "s"}
+           "l2_cache": "bytes", "tdp": "W", "kernel_overhead": "s",
+           # multi-device serving (docs/parallelism.md): alpha-beta costs of the scale-up link and the network
+           "link_bandwidth": "bytes/s", "link_latency": "s", "network_bandwidth": "bytes/s", "network_latency": "s"}
 
 
 @dataclass
@@ -182,6 +184,11 @@ class Hardware:
     l2_cache: float | None = None  # bytes
     tdp: float | None = None  # W
     kernel_overhead: float | None = None  # s added to every op (launch/dispatch); calibrated by measurement
+    link_bandwidth: float | None = None  # bytes/s per device per direction on the scale-up link (NVLink, ICI, ...)
+    link_latency: float | None = None  # s per message on that link
+    devices_per_node: int | None = None  # devices joined by the scale-up link
+    network_bandwidth: float | None = None  # bytes/s per device per direction between nodes (e.g. 400 Gb/s IB)
+    network_latency: float | None = None  # s per message between nodes
     sources: dict = field(default_factory=dict)
     description: str = ""
     key: str = ""  # catalog name or path it was loaded from
@@ -213,13 +220,13 @@ def _qty(raw, where, fld, dim, default_source):
     if not src:
         raise SpecError(where, fld, "has no source: write {value: ..., source: \"datasheet ...\"}")
     try:
-        return parse_quantity(raw, dim, allow_zero=fld == "kernel_overhead"), str(src)
+        return parse_quantity(raw, dim, allow_zero=fld in ("kernel_overhead", "link_latency", "network_latency")), str(src)
     except ValueError as e:
         raise SpecError(where, fld, str(e)) from None
 
 
 def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
-    allowed = {"name", "source", "description", "peak_flops", *_HW_QTY}
+    allowed = {"name", "source", "description", "peak_flops", "devices_per_node", *_HW_QTY}
     _check_keys(data, allowed, where)
     _need(data, ["name", "memory_capacity", "memory_bandwidth", "peak_flops"], where)
     default_src = data.get("source")
@@ -238,6 +245,13 @@ def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
         peaks[k], sources[f"peak_flops.{k}"] = _qty(v, where, f"peak_flops.{k}", "flop/s", default_src)
     if not peaks:
         raise SpecError(where, "peak_flops", "needs at least one dtype")
+    dpn = data.get("devices_per_node")
+    if dpn is not None:
+        if isinstance(dpn, dict):
+            _check_keys(dpn, {"value", "source"}, where, "devices_per_node.")
+            sources["devices_per_node"] = str(dpn.get("source") or default_src or "")
+            dpn = dpn.get("value")
+        vals["devices_per_node"] = _int(dpn, where, "devices_per_node")
     return Hardware(name=_str(data["name"], where, "name"), peak_flops=peaks, sources=sources,
                     description=str(data.get("description") or ""), key=key or where, **vals)
 
@@ -424,7 +438,8 @@ def _split_sets(sets: dict | None, kind_fields: set) -> dict:
 
 
 HARDWARE_FIELDS = {"memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "l2_cache", "tdp",
-                   "kernel_overhead"}
+                   "kernel_overhead", "link_bandwidth", "link_latency", "network_bandwidth", "network_latency",
+                   "devices_per_node"}
 MODEL_FIELDS = _MODEL_ALLOWED - {"name", "source", "description"}
 
 
