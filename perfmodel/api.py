@@ -11,7 +11,7 @@ import numpy as np
 from . import engine
 from .errors import SpecError
 from .formats import get_format
-from .ops import Precision, build_ops, param_count
+from .ops import Layout, Precision, build_ops, param_count
 from .specs import (Hardware, Model, catalog_names, check_sets, hardware_from_dict, load_hardware, load_model,
                     load_raw)
 from .units import parse_quantity
@@ -71,10 +71,25 @@ def specs(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, sets: dict | None = No
 
 PHASE_COLUMNS = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
                  "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
+LAYOUT_COLUMNS = ["tp", "pp", "ep", "replicas", "devices", "comm_time_s"]
+
+
+def layout(tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Layout:
+    for name, v in (("--tp", tp), ("--pp", pp), ("--ep", ep), ("--replicas", replicas)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise SpecError(name, None, f"must be a positive integer, got {v!r}")
+    if microbatches is not None and (not isinstance(microbatches, (int, np.integer)) or microbatches < 1):
+        raise SpecError("--microbatches", None, f"must be a positive integer, got {microbatches!r}")
+    return Layout(int(tp), int(pp), int(ep), int(replicas), microbatches)
+
+
+def _layout_cols(r: dict, lay: Layout) -> dict:
+    return {"tp": float(lay.tp), "pp": float(lay.pp), "ep": float(lay.ep), "replicas": float(lay.replicas),
+            "devices": float(lay.devices), "comm_time_s": r["comm_time_s"]}
 
 
 def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention, sets,
-           quantize_embeddings=False, extra=()) -> Table:
+           quantize_embeddings=False, extra=(), lay: Layout | None = None) -> Table:
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, S = _positive(batch, "--batch"), _positive(context, "--context")
     if mode not in engine.MODES:
@@ -85,44 +100,51 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
     out = []
     for m in models:
         for hw in hws:
-            r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention)
-            out.append(_flat({k: r[k] for k in PHASE_COLUMNS + list(extra)}))
+            r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention, layout=lay)
+            cols = {k: r[k] for k in PHASE_COLUMNS + list(extra)}
+            if lay is not None and lay != Layout():
+                cols.update(_layout_cols(r, lay))
+            out.append(_flat(cols))
     return concat(out)
 
 
 def decode(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=(1, 8, 64, 256), context=1024, mode="roofline",
            weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-           quantize_embeddings=False) -> Table:
-    """One decode step (T = 1) per batch size x context: latency, throughput B/step, memory, fit."""
+           quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Table:
+    """One decode step (T = 1) per batch size x context: latency, throughput B/step, memory, fit.
+    With tp/pp/ep/replicas: per-device memory, all-replica throughput, and comm_time_s."""
     return _phase("decode", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                  sets, quantize_embeddings)
+                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches))
 
 
 def prefill(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=(128, 512, 1024, 4096),
             mode="roofline", weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-            quantize_embeddings=False) -> Table:
+            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Table:
     """Prefill of `context` prompt tokens per sequence (TTFT); throughput counts prompt tokens."""
     return _phase("prefill", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                  sets, quantize_embeddings)
+                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches))
 
 
 def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024, generate=256, mode="roofline",
             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-            quantize_embeddings=False) -> Table:
+            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Table:
     """A whole request: prefill P prompt tokens, then generate G tokens (context grows each step)."""
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, P = _positive(batch, "--batch"), _positive(prompt, "--prompt")
     G = _positive(generate, "--generate")
     if G.size != 1:
         raise SpecError("--generate", None, "takes one value")
+    lay = layout(tp, pp, ep, replicas, microbatches)
     models, hws = specs(model, hardware, sets)
     out = []
     for m in models:
         for hw in hws:
-            r = engine.request(m, hw, B, P, int(G[0]), mode, prec, attention)
+            r = engine.request(m, hw, B, P, int(G[0]), mode, prec, attention, layout=lay)
             r["context"] = r["prompt"] + G[0]
-            cols = PHASE_COLUMNS + ["prompt", "generate", "ttft_s", "decode_s"]
-            out.append(_flat({k: r[k] for k in cols}))
+            cols = {k: r[k] for k in PHASE_COLUMNS + ["prompt", "generate", "ttft_s", "decode_s"]}
+            if lay != Layout():
+                cols.update(_layout_cols(r, lay))
+            out.append(_flat(cols))
     return concat(out)
 
 
@@ -162,7 +184,7 @@ def kv(model=DEFAULT_MODEL, context=1024, batch=1, kv_dtype="bf16", sets=None) -
 
 
 def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weights_dtype="bf16", kv_dtype=None,
-           act_dtype="bf16", context=1024, sets=None, quantize_embeddings=False) -> Table:
+           act_dtype="bf16", context=1024, sets=None, quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1) -> Table:
     """The inverse question: after weights and overhead, how many KV tokens fit, and how many users
     at each context (KV plus each sequence's decode activations)."""
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
@@ -177,16 +199,22 @@ def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weight
             raise SpecError("--memory", None, "give either -H HARDWARE or --memory, not both")
         device = "custom"
     check_sets(sets)
+    lay = layout(tp, pp, ep, replicas)
     out = []
     for name in _names(model):
         m = load_model(name, sets)
-        ps = engine.per_sequence(m, S, prec)
+        ps = engine.per_sequence(m, S, prec, layout=lay)  # per device
         free = cap - over - ps["weight_bytes"]
-        max_tokens = np.maximum(np.floor(free / (ps["kv_bytes_per_seq"] / S)), 0)
-        mb = engine.max_batch(m, cap, S, prec, over)
-        out.append(_flat({"model": m.name, "hardware": device, "memory_capacity": cap + 0 * S, "overhead_bytes": over,
-                          "weight_bytes": ps["weight_bytes"] + 0 * S, "context": S, "kv_bytes_per_token": ps["kv_bytes_per_seq"] / S,
-                          "max_tokens": max_tokens, "max_batch": mb, "fits": free > 0}))
+        # KV tokens one replica holds: each of its ep device groups holds its own sequences' KV
+        max_tokens = np.maximum(np.floor(free / (ps["kv_bytes_per_seq"] / S)), 0) * lay.ep
+        mb = engine.max_batch(m, cap, S, prec, over, layout=lay)
+        cols = {"model": m.name, "hardware": device, "memory_capacity": cap + 0 * S, "overhead_bytes": over,
+                "weight_bytes": ps["weight_bytes"] + 0 * S, "context": S, "kv_bytes_per_token": ps["kv_bytes_per_seq"] / S,
+                "max_tokens": max_tokens, "max_batch": mb, "fits": free > 0}
+        if lay != Layout():
+            cols.update(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), replicas=float(lay.replicas),
+                        devices=float(lay.devices))
+        out.append(_flat(cols))
     return concat(out)
 
 

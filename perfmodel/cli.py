@@ -30,6 +30,11 @@ ADtype = typer.Option("bf16", "--act-dtype", help="Activation/compute format; fp
 Attn = typer.Option("fused", "--attention", help="fused (FlashAttention: no score matrix in HBM) or unfused.")
 Sets = typer.Option(None, "--set", help="Override a spec field: key=value (repeatable), e.g. n_kv_heads=8, memory_bandwidth='4 TB/s'.")
 Fmt = typer.Option("table", "--format", help="table (for people), json or csv (SI units).")
+TP = typer.Option(1, "--tp", help="Tensor-parallel devices per replica.")
+PP = typer.Option(1, "--pp", help="Pipeline stages per replica.")
+EP = typer.Option(1, "--ep", help="Expert-parallel device groups per replica (MoE).")
+Replicas = typer.Option(1, "--replicas", help="Model replicas (data parallel).")
+Micro = typer.Option(None, "--microbatches", help="Pipeline micro-batches (default: pp).")
 QEmb = typer.Option(False, "--quantize-embeddings", help="Quantize embeddings and LM head too (default: kept 16-bit).")
 
 
@@ -64,6 +69,15 @@ def _fmt(fmt: str) -> str:
 
 def _out(text: str) -> None:
     sys.stdout.write(text + "\n")
+
+
+def _cols(t, extra=()):
+    """The JSON contract's columns, plus the layout's when one was given."""
+    return api.PHASE_COLUMNS + list(extra) + [c for c in api.LAYOUT_COLUMNS if c in t]
+
+
+def _human(t, base):
+    return base + [c for c in ("tp", "pp", "ep", "replicas", "comm_time_s") if c in t]
 
 
 PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
@@ -109,11 +123,12 @@ def show(name: str = typer.Argument(..., help="A catalog name or YAML path (mode
 def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1,8,64,256", "--batch"),
            context: str = typer.Option("1024", "--context"), mode: str = Mode, weights_dtype: str = WDtype,
            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
-           sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb):
+           sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
+           tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas, microbatches: Optional[int] = Micro):
     """One decode step per batch size: latency, throughput (B / step), memory and fit."""
     t = api.decode(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                   kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
-    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS, PHASE_HUMAN))
+                   kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, microbatches)
+    _out(render(t, _fmt(fmt), _cols(t), _human(t, PHASE_HUMAN)))
     if fmt == "table":
         _out(_why(t, hardware, _sets(sets), api._prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)))
 
@@ -123,11 +138,11 @@ def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             context: str = typer.Option("128,512,1024,4096", "--context", help="Prompt length(s)."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
-            quantize_embeddings: bool = QEmb):
+            quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas):
     """Prefill of the prompt (time to first token); throughput counts prompt tokens per second."""
     t = api.prefill(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
-    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS, PHASE_HUMAN))
+                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas)
+    _out(render(t, _fmt(fmt), _cols(t), _human(t, PHASE_HUMAN)))
 
 
 @app.command()
@@ -136,13 +151,15 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             generate: int = typer.Option(256, "--generate", help="Generated tokens G."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
-            quantize_embeddings: bool = QEmb):
+            quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
+            microbatches: Optional[int] = Micro):
     """A whole request: prefill P tokens, then G decode steps with a growing context."""
     t = api.request(model, hardware, _ints(batch, "--batch"), _ints(prompt, "--prompt"), generate, mode,
-                    weights_dtype, kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
+                    weights_dtype, kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep,
+                    replicas, microbatches)
     human = ["model", "hardware", "batch", "prompt", "generate", "ttft_s", "decode_s", "latency_s",
              "throughput_tok_s", "memory_bytes", "fits", "bound"]
-    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS + ["prompt", "generate", "ttft_s"], human))
+    _out(render(t, _fmt(fmt), _cols(t, ["prompt", "generate", "ttft_s"]), _human(t, human)))
 
 
 @app.command()
@@ -171,10 +188,10 @@ def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H"
            overhead: str = typer.Option("0", "--overhead", help="Reserved memory, e.g. 1.5GiB."),
            weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
            context: str = typer.Option("1024", "--context"), sets: Optional[List[str]] = Sets, fmt: str = Fmt,
-           quantize_embeddings: bool = QEmb):
-    """The inverse question: how many KV tokens fit, and how many users at a context."""
+           quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas):
+    """The inverse question: how many KV tokens fit, and how many users at a context (per replica)."""
     t = api.budget(model, hardware, memory, overhead, weights_dtype, kv_dtype, act_dtype,
-                   _ints(context, "--context"), _sets(sets), quantize_embeddings)
+                   _ints(context, "--context"), _sets(sets), quantize_embeddings, tp, pp, ep, replicas)
     _out(render(t, _fmt(fmt), ["model", "max_tokens", "max_batch", "weight_bytes", "context"],
                 ["model", "hardware", "memory_capacity", "overhead_bytes", "weight_bytes", "context",
                  "kv_bytes_per_token", "max_tokens", "max_batch"]))
@@ -305,6 +322,29 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--models", help="
     t = api.concat(list(sw.iter_chunks(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype,
                                        mode, _sets(sets), chunk_rows)))
     _out(render(t, _fmt(fmt)))
+
+
+@app.command()
+def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model"), hardware: str = Hardware,
+         gpus: int = typer.Option(8, "--gpus", help="Devices to spread over."),
+         context: float = typer.Option(4096, "--context"), batch: str = typer.Option("1,8,32,128", "--batch"),
+         max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Per-token latency limit, e.g. 50ms."),
+         weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+         sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """Every tp/pp/ep/replicas layout of N devices: latency, throughput per device, memory, Pareto front."""
+    from . import parallel
+
+    t, summary = parallel.plan(model, hardware, gpus, context, _ints(batch, "--batch"), max_latency, weights_dtype,
+                               kv_dtype, act_dtype, _sets(sets))
+    _out(render(t, _fmt(fmt), parallel.PLAN_COLUMNS,
+                ["tp", "pp", "ep", "replicas", "batch", "latency_s", "throughput_tok_s", "throughput_per_device",
+                 "memory_bytes", "fits", "comm_time_s", "pareto"]))
+    if fmt == "table":
+        need = summary["min_devices"]
+        _out(f"# pareto=true: no other fitting layout is both faster and more efficient per device"
+             + (f" (latency <= {max_latency})" if max_latency else "")
+             + f"\n# fewest devices that hold {summary['model']} at context {summary['context']:g}: "
+             + (f"{need} ({summary['min_layout']})" if need else "none up to 4096"))
 
 
 def _click_errors():

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import ATTENTION, MATMUL, Op, Precision, build_ops
+from .errors import SpecError
+from .ops import ATTENTION, COMM, MATMUL, Layout, Op, Precision, build_ops
 from .specs import Hardware, Model
 
 MODES = ("roofline", "simple")
@@ -22,16 +23,42 @@ def _peaks(hw: Hardware, prec: Precision) -> dict:
     return {MATMUL: tensor, ATTENTION: tensor, "vector": hw.peak_flops.get("fp32", tensor)}
 
 
-def op_times(ops: list[Op], hw: Hardware, prec: Precision):
-    """Per op (one instance): compute time, memory time, roofline time max(FLOPs/peak, bytes/bw)."""
-    return [t[:3] for t in _op_terms(ops, hw, prec)]
+def op_times(ops: list[Op], hw: Hardware, prec: Precision, layout: Layout | None = None):
+    """Per op (one instance): compute time, memory (or link) time, roofline time max(FLOPs/peak, bytes/bw)."""
+    return [t[:3] for t in _op_terms(ops, hw, prec, layout)]
 
 
-def _op_terms(ops, hw, prec):
+def link_cost(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, str]:
+    """(bandwidth per direction, latency per step, name) of the link a device group talks over.
+
+    Devices are placed tp innermost, then ep, then pp: a group stays on the scale-up link (NVLink,
+    ICI) while its span fits in one node of devices_per_node, and uses the network beyond that.
+    """
+    span = {"tp": layout.tp, "ep": layout.tp * layout.ep, "pp": layout.tp * layout.ep * layout.pp}[group]
+    if span <= (hw.devices_per_node or 1):
+        bw, lat, name = hw.link_bandwidth, hw.link_latency, "link"
+    else:
+        bw, lat, name = hw.network_bandwidth, hw.network_latency, "network"
+    if not bw:
+        what = "link_bandwidth" if name == "link" else "network_bandwidth"
+        raise SpecError(hw.key or hw.name, what, f"is needed for a {group} group of {span} devices "
+                        f"(devices_per_node={hw.devices_per_node or 1}); add it to the hardware spec")
+    return bw, lat or 0.0, name
+
+
+def _op_terms(ops, hw, prec, layout=None, comm=True):
     peaks = _peaks(hw, prec)
     fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel launch/dispatch cost (0 for datasheet specs)
     out = []
     for op in ops:
+        if op.kind == COMM:  # alpha-beta: bytes / link bandwidth + one latency per sequential step
+            if not comm:
+                out.append((0.0, 0.0, 0.0, 0.0))
+                continue
+            bw, lat, _ = link_cost(hw, layout or Layout(), op.link)
+            tm = op.comm_bytes / bw + op.comm_steps * lat
+            out.append((0.0 * tm, tm, tm, 0.0))
+            continue
         b = op.bytes
         tc = op.flops / peaks[op.kind]
         tm = b / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
@@ -78,26 +105,31 @@ def _op_keys(ops: list[Op], probe: list[Op]) -> tuple:
 _PROBE_CACHE: dict = {}
 
 
-def _keys_for(model, phase, prec, attention, causal_skip, ops):
-    ck = (model, phase, (prec.weights, prec.act, prec.kv, prec.quantize_embeddings), attention, causal_skip)
+def _keys_for(model, phase, prec, attention, causal_skip, ops, layout=None, stage=False):
+    ck = (model, phase, (prec.weights, prec.act, prec.kv, prec.quantize_embeddings), attention, causal_skip,
+          layout, stage)
     if ck not in _PROBE_CACHE:
         B2, S2 = np.array([[1.0], [2.0]]), np.array([[64.0, 128.0]])
-        probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip)
+        probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip,
+                          layout, stage)
         _PROBE_CACHE[ck] = _op_keys(ops, probe)
     return _PROBE_CACHE[ck]
 
 
-def roofline(ops: list[Op], hw: Hardware, prec: Precision, keys=None) -> dict:
-    """Sum of per-op roofline times, with totals of FLOPs and bytes and the dominant bound."""
+def roofline(ops: list[Op], hw: Hardware, prec: Precision, keys=None, layout: Layout | None = None,
+             comm: bool = True) -> dict:
+    """Sum of per-op roofline times, with totals of FLOPs and bytes, the compute-bound share and the
+    communication time (collectives are ops too)."""
     keys = keys or (0,) * len(ops)
-    time, flops, nbytes, tcb = _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys)
-    for op, (tc, tm, t, b) in zip(ops, _op_terms(ops, hw, prec)):
+    time, flops, nbytes, tcb, tcomm = _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys)
+    for op, (tc, tm, t, b) in zip(ops, _op_terms(ops, hw, prec, layout, comm)):
         time.add(t * op.count)
         flops.add(op.flops * op.count)
         nbytes.add(b * op.count)
         tcb.add(np.where(tc > tm, t, 0.0) * op.count)
+        tcomm.add((t if op.kind == COMM else 0.0 * t) * op.count)
     return {"time": time.total(), "flops": flops.total(), "bytes": nbytes.total(),
-            "compute_bound_time": tcb.total()}
+            "compute_bound_time": tcb.total(), "comm_time": tcomm.total()}
 
 
 def memory(ops: list[Op], model: Model, B, S, prec: Precision, keys=None) -> dict:
@@ -127,21 +159,42 @@ def _grid(batch, context):
     return B[:, None], S[None, :]
 
 
+def _run(model, hw, B, S, phase, prec, attention, causal_skip, layout, stage, comm=True):
+    T = 1.0 if phase == "decode" else S
+    ops = build_ops(model, B, T, S, phase, prec, attention, causal_skip, layout, stage)
+    keys = _keys_for(model, phase, prec, attention, causal_skip, ops, layout, stage)
+    return ops, keys, roofline(ops, hw, prec, keys, layout, comm)
+
+
 def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", mode: str = "roofline",
              prec: Precision | None = None, attention: str = "fused", causal_skip: bool = True,
-             grid: bool = True) -> dict:
-    """Latency, throughput, memory and fit for one phase over batch x context (or broadcast)."""
+             grid: bool = True, layout: Layout | None = None) -> dict:
+    """Latency, throughput, memory and fit for one phase over batch x context (or broadcast).
+
+    batch is per model replica. With a layout (docs/parallelism.md), memory and fit are per device,
+    latency is the time between a sequence's tokens (decode) or the prefill time, and throughput
+    counts every replica. A pipeline of pp stages and m micro-batches of B/m sequences advances every
+    sequence by one token per round of max(m * stage time, one micro-batch through all stages).
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     prec = prec or Precision()
+    lay = layout or Layout()
     B, S = _grid(batch, context) if grid else np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
-    T = 1.0 if phase == "decode" else S
-    ops = build_ops(model, B, T, S, phase, prec, attention, causal_skip)
-    keys = _keys_for(model, phase, prec, attention, causal_skip, ops)
-    rf = roofline(ops, hw, prec, keys)
-    mem = memory(ops, model, B, S, prec, keys)
+    comm = mode != "simple"  # the lecture's model has no communication term
+    ops, keys, rf = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, False, comm)
+    comm_time = rf["comm_time"]
+    if lay.pp > 1:  # memory on the largest stage with the whole batch resident
+        ops, keys, st = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, True, comm)
+        if phase == "decode":
+            mb = np.minimum(lay.m, B)  # at most one micro-batch per sequence
+            _, _, full_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, False, comm)
+            _, _, st_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, True, comm)
+            rf = dict(rf, time=np.maximum(mb * st_m["time"], full_m["time"]))
+            comm_time = full_m["comm_time"]
+    mem = memory(ops, model, B / lay.ep, S, prec, keys)
     if mode == "simple":  # the lecture: a memory-bound step streams all weights and every sequence's KV
-        latency = (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth
+        latency = (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth * (lay.pp if lay.pp > 1 else 1)
         if phase == "prefill":
             latency = np.maximum(latency, rf["flops"] / hw.peak(prec.formats()[1].peak))
         bound = np.where(latency > (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth,
@@ -149,7 +202,7 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
     else:
         latency = rf["time"]
         bound = np.where(rf["compute_bound_time"] * 2 > latency, "compute", "memory")
-    tokens = B * (1.0 if phase == "decode" else S)
+    tokens = B * (1.0 if phase == "decode" else S) * lay.replicas
     shape = np.broadcast_shapes(np.shape(B), np.shape(S))
     full = lambda x: np.broadcast_to(x, shape)  # noqa: E731  (read-only views, no copies)
     return {"model": model.name, "hardware": hw.key or hw.name, "phase": phase, "batch": full(B), "context": full(S),
@@ -157,29 +210,33 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
             "weight_bytes": full(mem["weight_bytes"]), "kv_cache_bytes": full(mem["kv_cache_bytes"]),
             "activation_bytes": full(mem["activation_bytes"]), "memory_bytes": full(mem["memory_bytes"]),
             "fits": full(mem["memory_bytes"] <= hw.memory_capacity), "bound": full(bound),
-            "intensity": full(rf["flops"] / rf["bytes"]), "flops": full(rf["flops"]), "bytes": full(rf["bytes"])}
+            "intensity": full(rf["flops"] / rf["bytes"]), "flops": full(rf["flops"]), "bytes": full(rf["bytes"]),
+            "comm_time_s": full(comm_time), "devices": lay.devices}
 
 
 def request(model: Model, hw: Hardware, batch, prompt, generate: int, mode: str = "roofline",
-            prec: Precision | None = None, attention: str = "fused", chunk: int = 4096) -> dict:
+            prec: Precision | None = None, attention: str = "fused", chunk: int = 4096,
+            layout: Layout | None = None) -> dict:
     """A whole request: prefill P tokens, then G decode steps at contexts P, P+1, ..., P+G-1.
 
     The decode steps form an extra array axis (chunked to bound memory), not a Python loop per point.
     """
     prec = prec or Precision()
-    pre = evaluate(model, hw, batch, prompt, "prefill", mode, prec, attention)
+    pre = evaluate(model, hw, batch, prompt, "prefill", mode, prec, attention, layout=layout)
     B, P = pre["batch"], pre["context"]
     total = np.zeros_like(B)
     for g0 in range(0, int(generate), chunk):
         g = np.arange(g0, min(int(generate), g0 + chunk), dtype=np.float64)
-        step = evaluate(model, hw, B[..., None], P[..., None] + g, "decode", mode, prec, attention, grid=False)
+        step = evaluate(model, hw, B[..., None], P[..., None] + g, "decode", mode, prec, attention, grid=False,
+                        layout=layout)
         total = total + step["latency_s"].sum(axis=-1)
-    end = evaluate(model, hw, B, P + max(int(generate) - 1, 0), "decode", mode, prec, attention, grid=False)
+    end = evaluate(model, hw, B, P + max(int(generate) - 1, 0), "decode", mode, prec, attention, grid=False,
+                   layout=layout)
     latency = pre["latency_s"] + total
     out = dict(end)
     out.update(phase="request", context=P, prompt=P, generate=float(generate), latency_s=latency,
                ttft_s=pre["latency_s"], decode_s=total,
-               throughput_tok_s=B * generate / latency,
+               throughput_tok_s=B * generate * (layout or Layout()).replicas / latency,
                memory_bytes=np.maximum(end["memory_bytes"], pre["memory_bytes"]))
     out["fits"] = out["memory_bytes"] <= hw.memory_capacity
     out["bound"] = np.where(pre["latency_s"] > total, pre["bound"], end["bound"])
@@ -187,25 +244,31 @@ def request(model: Model, hw: Hardware, batch, prompt, generate: int, mode: str 
     return out
 
 
-def per_sequence(model: Model, context, prec: Precision | None = None, phase: str = "decode") -> dict:
-    """Weights, and the per-sequence KV and activation bytes at each context (memory is linear in B)."""
+def per_sequence(model: Model, context, prec: Precision | None = None, phase: str = "decode",
+                 layout: Layout | None = None) -> dict:
+    """Weights, and the per-sequence KV and activation bytes at each context (memory is linear in B),
+    on one device of the layout (its largest pipeline stage; a device holds B/ep of the sequences)."""
     prec = prec or Precision()
+    lay = layout or Layout()
     S = np.asarray(context, dtype=np.float64)
-    ops = build_ops(model, 1.0, 1.0 if phase == "decode" else S, S, phase, prec)
+    ep = float(lay.ep)  # build with ep sequences so that one lands on this device
+    ops = build_ops(model, ep, 1.0 if phase == "decode" else S, S, phase, prec, layout=lay, stage=True)
     mem = memory(ops, model, 1.0, S, prec)
-    zero = memory(build_ops(model, 1.0, 1.0, 0.0 * S, "decode", prec), model, 1.0, 0.0 * S, prec)
+    zero = memory(build_ops(model, ep, 1.0, 0.0 * S, "decode", prec, layout=lay, stage=True), model, 1.0, 0.0 * S, prec)
     return {"weight_bytes": mem["weight_bytes"], "kv_bytes_per_seq": mem["kv_bytes_per_seq"],
             "activation_bytes_per_seq": mem["activation_bytes"],
             "fixed_state_bytes_per_seq": zero["kv_bytes_per_seq"]}
 
 
 def max_batch(model: Model, capacity: float, context, prec: Precision | None = None, overhead: float = 0.0,
-              phase: str = "decode"):
-    """Largest B with weights + overhead + B*(KV + activations per sequence) <= capacity (0 if none)."""
-    ps = per_sequence(model, context, prec, phase)
+              phase: str = "decode", layout: Layout | None = None):
+    """Largest B (per replica) with weights + overhead + B/ep * (KV + activations per sequence) <= capacity
+    on every device (0 if none)."""
+    lay = layout or Layout()
+    ps = per_sequence(model, context, prec, phase, lay)
     free = capacity - overhead - ps["weight_bytes"]
     b = np.floor(free / (ps["kv_bytes_per_seq"] + ps["activation_bytes_per_seq"]))
-    return np.maximum(b, 0.0)
+    return np.maximum(b, 0.0) * lay.ep
 
 
 def kv_bytes_per_token(model: Model, context, prec: Precision | None = None):

@@ -34,7 +34,34 @@ import numpy as np
 from .formats import Format, get_format
 from .specs import Model
 
-MATMUL, ATTENTION, VECTOR = "matmul", "attention", "vector"
+MATMUL, ATTENTION, VECTOR, COMM = "matmul", "attention", "vector", "comm"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one model replica is spread over devices (docs/parallelism.md).
+
+    tp: tensor parallel (heads, d_ff and vocab split; two all-reduces of the activations per layer).
+    pp: pipeline stages (layers split; activations sent between stages).
+    ep: expert parallel for MoE: experts spread over ep device groups that run attention data-parallel
+        on B/ep of the batch, with an all-to-all dispatch and combine per MoE layer.
+    replicas: independent copies (data parallel): latency unchanged, throughput x replicas.
+    microbatches: in-flight micro-batches of a pipeline (default pp, which keeps it full).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    replicas: int = 1
+    microbatches: int | None = None
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.pp * self.ep * self.replicas
+
+    @property
+    def m(self) -> int:
+        return self.microbatches or self.pp
 
 
 @dataclass
@@ -57,15 +84,19 @@ class Op:
     """One operator of one layer (x count layers). Byte fields are HBM traffic per instance."""
 
     __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
-                 "kv_write", "params", "w_stored", "kv_stored", "wfmt")
+                 "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link")
 
     def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
-                 act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt=""):
+                 act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt="", comm_bytes=0.0,
+                 comm_steps=0, link=""):
         self.name, self.group, self.count, self.kind = name, group, count, kind
         self.flops, self.w_read, self.kv_read = flops, w_read, kv_read
         self.act_read, self.act_write, self.kv_write = act_read, act_write, kv_write
         self.params, self.w_stored, self.kv_stored = params, w_stored, kv_stored  # kv_stored: per sequence
         self.wfmt = wfmt  # storage format of the weights this op owns ("" if none)
+        # collectives (kind COMM): bytes each device sends, sequential steps (latency terms), and the
+        # device group ("tp", "ep" or "pp") whose link carries them; no HBM traffic is counted
+        self.comm_bytes, self.comm_steps, self.link = comm_bytes, comm_steps, link
 
     @property
     def bytes_read(self):
@@ -118,9 +149,16 @@ def _touched(E, k, M):
 
 
 class _Builder:
-    def __init__(self, m: Model, B, T, S, phase, prec: Precision, attention: str, causal_skip: bool):
-        self.m, self.B, self.T, self.S, self.phase = m, B, T, S, phase
-        self.M = B * T
+    def __init__(self, m: Model, B, T, S, phase, prec: Precision, attention: str, causal_skip: bool,
+                 layout: Layout, share: float):
+        lay = layout
+        self.tp, self.ep, self.share = lay.tp, lay.ep, share
+        # per device: B/ep sequences (expert groups run attention data-parallel), N/tp query heads,
+        # K/tp KV heads (replicated when K < tp), d_ff/tp, vocab/tp; all tokens Mg route to experts
+        self.m, self.B, self.T, self.S, self.phase = m, B / lay.ep, T, S, phase
+        self.M, self.Mg = self.B * T, B * T
+        self.N = m.N // lay.tp
+        self.K = m.K // lay.tp if m.K >= lay.tp else 1
         self.wf, af, self.kf, self.hf = prec.formats()
         self.ab, self.kb, self.hb = af.bits / 8, self.kf.bits / 8, self.hf.bits / 8
         self.unfused = attention == "unfused"
@@ -133,6 +171,13 @@ class _Builder:
         return op
 
     # -- building blocks ---------------------------------------------------------------
+    def allreduce(self, name, g, n, elems):
+        """Ring all-reduce of `elems` activations over the tp group: each device sends
+        2(p-1)/p of the message in 2(p-1) steps."""
+        p = self.tp
+        if p > 1:
+            self.add(name, g, n, COMM, comm_bytes=2 * (p - 1) / p * elems * self.ab, comm_steps=2 * (p - 1), link="tp")
+
     def matmul(self, name, g, n, rows, d_in, d_out, n_mats=1, bias=False, fmt: Format | None = None,
                touched=1.0, instances=1, kv_out=0):
         """rows x d_in times n_mats matrices (d_in x d_out) held by `instances` copies (experts),
@@ -180,7 +225,7 @@ class _Builder:
 
     def attention_block(self, g, n, kind, owner):
         m, M, ab = self.m, self.M, self.ab
-        N, K, H, D = m.N, m.K, m.H, m.D
+        N, K, H, D = self.N, self.K, m.H, m.D
         W = m.sliding_window if kind == "L" else None
         bias = m.qkv_bias or m.linear_bias
         if m.mla:
@@ -202,13 +247,15 @@ class _Builder:
                 self.vector("rope", g, n, M * (N + Kown) * H, 3)
             self.attention_core(g, n, W, N, H, H, K * H * self.kb, K * H * self.kb)
         self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias)
+        self.allreduce("allreduce_attn", g, n, M * D)
 
     def mla_block(self, g, n, W):
         """DeepSeek MLA. Cache: latent r + RoPE key d_r per token. Decode uses the absorbed form
         (attention over the latent, W_UK folded into q, W_UV applied after); prefill materialises
         per-head K, V from the latent (the usual split in DeepSeek / vLLM kernels)."""
         m, M, a = self.m, self.M, self.m.mla
-        N, D, r, dr, dn, dv = m.N, m.D, a.kv_lora_rank, a.rope_dim, a.nope_dim, a.v_head_dim
+        # heads split over tp; the latent (and its cache) is per token, so every tp device keeps it
+        N, D, r, dr, dn, dv = self.N, m.D, a.kv_lora_rank, a.rope_dim, a.nope_dim, a.v_head_dim
         if a.q_lora_rank:
             self.matmul("q_a_proj", g, n, M, D, a.q_lora_rank)
             self.norm("q_a_norm", g, n, M, a.q_lora_rank)
@@ -229,11 +276,14 @@ class _Builder:
             up.act_read = up.act_read + B * kv_read_len(self.T, S, W) * dr * self.ab  # shared rope key
             self.attention_core(g, n, W, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False)
         self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias)
+        self.allreduce("allreduce_attn", g, n, M * D)
 
     # -- MLP ---------------------------------------------------------------------------
-    def mlp(self, g, n, F, prefix="mlp", E=1, k=1, touched=1.0):
-        m, M, D = self.m, self.M, self.m.D
-        rows = M * k
+    def mlp(self, g, n, F, prefix="mlp", E=1, touched=1.0, rows=None):
+        """A dense MLP (E = 1) or E local experts, d_ff split over tp; rows: token-expert pairs."""
+        m, D = self.m, self.m.D
+        rows = self.M if rows is None else rows
+        F = F / self.tp
         b = m.linear_bias
         if m.mlp == "gated":  # SwiGLU: up and gate (2 matrices), SiLU(gate)*up, down: 3 matrices
             self.matmul(f"{prefix}_up_gate", g, n, rows, D, F, n_mats=2, bias=b, touched=touched, instances=E)
@@ -244,39 +294,55 @@ class _Builder:
         self.matmul(f"{prefix}_down", g, n, rows, F, D, bias=b, touched=touched, instances=E)
 
     def moe(self, g, n):
-        e, M, D = self.m.moe, self.M, self.m.D
+        e, M, D, ep = self.m.moe, self.M, self.m.D, self.ep
         r = self.matmul("router", g, n, M, D, e.n_experts, fmt=self.hf)
         if e.router_bias:
             r.params += e.n_experts
             r.w_stored += e.n_experts * self.hb
             r.w_read += e.n_experts * self.hb
-        self.mlp(g, n, e.d_ff_expert, "expert", E=e.n_experts, k=e.n_active,
-                 touched=_touched(e.n_experts, e.n_active, M))
+        if ep > 1:  # each of the M local tokens goes to k experts, (ep-1)/ep of them on other devices
+            self.add("alltoall_dispatch", g, n, COMM, comm_bytes=M * e.n_active * D * self.ab * (ep - 1) / ep,
+                     comm_steps=ep - 1, link="ep")
+        # E/ep experts here; all Mg tokens of the replica route uniformly, so Mg*k/ep token-expert pairs
+        self.mlp(g, n, e.d_ff_expert, "expert", E=e.n_experts / ep, rows=self.Mg * e.n_active / ep,
+                 touched=_touched(e.n_experts, e.n_active, self.Mg) / ep)
+        if ep > 1:
+            self.add("alltoall_combine", g, n, COMM, comm_bytes=M * e.n_active * D * self.ab * (ep - 1) / ep,
+                     comm_steps=ep - 1, link="ep")
         if e.n_shared:
             self.mlp(g, n, e.n_shared * e.d_ff_expert, "shared_expert")
 
     # -- whole model -------------------------------------------------------------------
     def build(self) -> list[Op]:
         m, M, D, B = self.m, self.M, self.m.D, self.B
-        hf = self.hf
-        emb = self.add("embed", "", 1, VECTOR, w_read=np.minimum(M, m.V) * D * self.hb,
-                       act_write=M * D * self.ab, params=m.V * D, w_stored=hf.nbytes(m.V * D, row=D), wfmt=hf.name)
+        hf, V = self.hf, m.V / self.tp  # vocab-parallel embedding and LM head
+        emb = self.add("embed", "", 1, VECTOR, w_read=np.minimum(M, V) * D * self.hb,
+                       act_write=M * D * self.ab, params=V * D, w_stored=hf.nbytes(V * D, row=D), wfmt=hf.name)
         emb.flops = 0.0 * M
+        self.allreduce("allreduce_embed", "", 1, M * D)
         if m.position == "learned":
             self.add("pos_embed", "", 1, VECTOR, flops=M * D, w_read=M * D * self.hb, act_read=M * D * self.ab,
                      act_write=M * D * self.ab, params=m.max_context * D, w_stored=m.max_context * D * self.hb,
                      wfmt=hf.name)
         for g, n, kind, is_moe, owner in layer_groups(m):
+            n = n * self.share if self.share != 1 else n  # this pipeline stage's share of the layers
             self.norm("attn_norm", g, n, M, D)
             self.attention_block(g, n, kind, owner)
             self.vector("residual", g, n, M * D, 1, reads=2)
             self.norm("mlp_norm", g, n, M, D)
             self.moe(g, n) if is_moe else self.mlp(g, n, m.F)
+            if self.tp > 1:
+                self.allreduce("allreduce_mlp", g, n, M * D)
             self.vector("residual", g, n, M * D, 1, reads=2)
         self.norm("final_norm", "", 1, M, D)
-        head = self.matmul("lm_head", "", 1, B if self.phase == "prefill" else M, D, m.V, fmt=hf)
+        rows = B if self.phase == "prefill" else M
+        head = self.matmul("lm_head", "", 1, rows, D, V, fmt=hf)
         if m.tied_embeddings:  # same matrix as the embedding: read again, stored once
             head.params, head.w_stored = 0, 0.0
+        if self.tp > 1:  # gather the vocab shards of the logits
+            p = self.tp
+            self.add("allgather_logits", "", 1, COMM, comm_bytes=(p - 1) / p * rows * m.V * self.ab,
+                     comm_steps=p - 1, link="tp")
         return self.ops
 
 
@@ -305,14 +371,51 @@ def layer_groups(m: Model):
 
 
 def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
-              attention: str = "fused", causal_skip: bool = True) -> list[Op]:
-    """The op list of one forward pass. B, T, S broadcast (numpy arrays or scalars)."""
+              attention: str = "fused", causal_skip: bool = True, layout: Layout | None = None,
+              stage: bool = False) -> list[Op]:
+    """The op list of one forward pass on one device. B, T, S broadcast (numpy arrays or scalars).
+
+    With a layout, the ops are one device's share: heads, d_ff and vocab split over tp, experts over
+    ep, and the collectives added as COMM ops. stage=True keeps only the largest pipeline stage's
+    layers (ceil(L/pp) of L; embedding and LM head included), for per-device memory and stage time;
+    stage=False keeps every layer once (the path of one token through all stages).
+    """
     if phase not in ("prefill", "decode"):
         raise ValueError(f"phase must be prefill or decode, got {phase!r}")
     if attention not in ("fused", "unfused"):
         raise ValueError(f"attention must be fused or unfused, got {attention!r}")
+    lay = layout or Layout()
+    check_layout(model, lay)
+    share = -(-model.n_layers // lay.pp) / model.n_layers if (stage and lay.pp > 1) else 1
     f = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731  float64: 405B x 1M context stays exact enough
-    return _Builder(model, f(B), f(T), f(S), phase, prec or Precision(), attention, causal_skip).build()
+    ops = _Builder(model, f(B), f(T), f(S), phase, prec or Precision(), attention, causal_skip, lay, share).build()
+    if lay.pp > 1:
+        n = 1 if stage else lay.pp - 1  # activations handed to the next stage
+        ab = (prec or Precision()).formats()[1].bits / 8
+        ops.append(Op("pp_send", "", n, COMM, comm_bytes=f(B) / lay.ep * f(T) * model.D * ab, comm_steps=1, link="pp"))
+    return ops
+
+
+def check_layout(m: Model, lay: Layout) -> None:
+    """Raise ValueError naming what does not divide."""
+    from .errors import SpecError
+
+    for k in ("tp", "pp", "ep", "replicas"):
+        v = getattr(lay, k)
+        if not isinstance(v, int) or v < 1:
+            raise SpecError(f"--{k}", None, f"must be a positive integer, got {v!r}")
+    if m.N % lay.tp:
+        raise SpecError("--tp", None, f"{m.name} has {m.N} query heads, not divisible by tp={lay.tp}")
+    if m.K % lay.tp and lay.tp % m.K:
+        raise SpecError("--tp", None, f"{m.name} has {m.K} KV heads: tp={lay.tp} must divide it or be a multiple")
+    if lay.pp > m.n_layers:
+        raise SpecError("--pp", None, f"{m.name} has only {m.n_layers} layers for pp={lay.pp}")
+    if lay.ep > 1 and not m.moe:
+        raise SpecError("--ep", None, f"{m.name} has no experts; expert parallelism needs a MoE model")
+    if m.moe and m.moe.n_experts % lay.ep:
+        raise SpecError("--ep", None, f"{m.name} has {m.moe.n_experts} experts, not divisible by ep={lay.ep}")
+    if lay.microbatches is not None and lay.microbatches < 1:
+        raise SpecError("--microbatches", None, "must be at least 1")
 
 
 def param_count(model: Model) -> int:

@@ -1,0 +1,94 @@
+"""Multi-device serving plans: every valid (tp, pp, ep, replicas) layout for N devices, with
+per-token latency, throughput per device, memory per device, fit and the Pareto front.
+
+Communication is part of the op list (COMM ops: all-reduces, all-to-alls, pipeline sends), so the
+per-op tables show it too; docs/parallelism.md derives each cost.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine
+from .api import LAYOUT_COLUMNS, PHASE_COLUMNS, _flat, _positive, _prec, concat, specs
+from .errors import SpecError
+from .ops import Layout
+from .units import parse_quantity
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def layouts(model, devices: int) -> list[Layout]:
+    """All layouts of exactly `devices` devices that the model's heads, layers and experts allow."""
+    out = []
+    for tp in _divisors(devices):
+        if model.N % tp or (model.K % tp and tp % model.K):
+            continue
+        for ep in _divisors(devices // tp):
+            if ep > 1 and (not model.moe or model.moe.n_experts % ep):
+                continue
+            for pp in _divisors(devices // (tp * ep)):
+                if pp <= model.n_layers:
+                    out.append(Layout(tp, pp, ep, devices // (tp * ep * pp)))
+    return out
+
+
+def min_devices(model, hw, context, prec, limit: int = 4096) -> tuple[int, Layout] | tuple[None, None]:
+    """The fewest devices any layout (one replica) needs to hold the weights and one sequence's KV."""
+    for n in range(1, limit + 1):
+        for lay in layouts(model, n):
+            if lay.replicas == 1 and engine.max_batch(model, hw.memory_capacity, context, prec, layout=lay) >= 1:
+                return n, lay
+    return None, None
+
+
+def pareto(latency: np.ndarray, per_device: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Rows not dominated: no other admissible row is at least as fast and at least as efficient,
+    and strictly better in one."""
+    front = np.zeros(latency.size, dtype=bool)
+    idx = np.flatnonzero(ok)
+    for i in idx:
+        better = (latency[idx] <= latency[i]) & (per_device[idx] >= per_device[i]) & \
+                 ((latency[idx] < latency[i]) | (per_device[idx] > per_device[i]))
+        front[i] = not better.any()
+    return front
+
+
+def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch=(1, 8, 32, 128),
+         max_latency=None, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None) -> tuple[dict, dict]:
+    """Every layout of `gpus` devices x each batch; returns (rows, summary)."""
+    prec = _prec(weights_dtype, kv_dtype, act_dtype)
+    n = int(_positive(gpus, "--gpus")[0])
+    B = _positive(batch, "--batch")
+    S = float(_positive(context, "--context")[0])
+    limit = None
+    if max_latency is not None:
+        try:
+            limit = parse_quantity(max_latency, "s")
+        except ValueError as e:
+            raise SpecError("--max-latency", None, str(e)) from None
+    (m,), (hw,) = specs(model, hardware, sets)
+    lays = layouts(m, n)
+    if not lays:
+        raise SpecError("--gpus", None, f"no layout of {n} devices suits {m.name} ({m.N} heads, {m.K} KV heads)")
+    rows = []
+    for lay in lays:
+        r = engine.evaluate(m, hw, B, S, "decode", "roofline", prec, layout=lay)
+        cols = {k: r[k] for k in PHASE_COLUMNS}
+        cols.update(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), replicas=float(lay.replicas),
+                    devices=float(lay.devices), comm_time_s=r["comm_time_s"],
+                    throughput_per_device=r["throughput_tok_s"] / lay.devices)
+        rows.append(_flat(cols))
+    t = concat(rows)
+    ok = t["fits"].astype(bool)
+    if limit is not None:
+        ok &= t["latency_s"] <= limit
+    t["pareto"] = pareto(t["latency_s"].astype(float), t["throughput_per_device"].astype(float), ok)
+    need, lay = min_devices(m, hw, S, prec)
+    summary = {"model": m.name, "hardware": hw.key, "context": S, "min_devices": need,
+               "min_layout": None if lay is None else f"tp={lay.tp} pp={lay.pp} ep={lay.ep}"}
+    return t, summary
+
+
+PLAN_COLUMNS = PHASE_COLUMNS + LAYOUT_COLUMNS + ["throughput_per_device", "pareto"]

@@ -1,0 +1,136 @@
+"""Multi-device serving: tensor, pipeline and expert parallelism and replicas, with explicit
+communication ops (docs/parallelism.md)."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import perfmodel as pm
+from perfmodel import api, engine, parallel
+from perfmodel.cli import main
+from perfmodel.ops import COMM, Layout
+
+# explicit link numbers, so that these laws do not depend on the catalog's sourced values
+H100 = pm.load_hardware("h100-sxm").replace(link_bandwidth=450e9, link_latency=2e-6, devices_per_node=8,
+                                            network_bandwidth=50e9, network_latency=5e-6)
+LLAMA = pm.load_model("llama-2-13b")
+
+
+def test_one_device_layout_equals_the_single_device_result_exactly():
+    a = engine.evaluate(LLAMA, H100, [1, 64, 256], [1024, 8192])
+    b = engine.evaluate(LLAMA, H100, [1, 64, 256], [1024, 8192], layout=Layout(1, 1, 1, 1))
+    for k in ("latency_s", "throughput_tok_s", "memory_bytes", "weight_bytes", "kv_cache_bytes", "intensity"):
+        np.testing.assert_array_equal(a[k], b[k])
+    assert np.all(b["comm_time_s"] == 0)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_weight_bytes_per_device_scale_as_1_over_tp(tp):
+    w1 = engine.per_sequence(LLAMA, 1024.0)["weight_bytes"]
+    w = engine.per_sequence(LLAMA, 1024.0, layout=Layout(tp=tp))["weight_bytes"]
+    norms = (2 * LLAMA.L + 1) * LLAMA.D * 2  # RMSNorm weights are replicated on every device
+    assert w == pytest.approx((w1 - norms) / tp + norms, rel=1e-12)
+
+
+@pytest.mark.parametrize("pp", [1, 2, 4, 5, 8])
+def test_weight_bytes_per_device_scale_as_1_over_pp_plus_the_embeddings(pp):
+    w1 = engine.per_sequence(LLAMA, 1024.0)["weight_bytes"]
+    emb = 2 * LLAMA.V * LLAMA.D * 2 + LLAMA.D * 2  # embedding, LM head, final norm: on the end stages
+    w = engine.per_sequence(LLAMA, 1024.0, layout=Layout(pp=pp))["weight_bytes"]
+    assert w == pytest.approx((w1 - emb) / pp + emb, rel=1e-12)  # the largest stage holds both ends
+
+
+@given(st.integers(1, 4096), st.sampled_from([1024, 65536]))
+def test_communication_grows_with_p_for_a_fixed_message(B, D):
+    m = LLAMA.replace(d_model=D, head_dim=D // 40) if D != LLAMA.D else LLAMA
+    times = []
+    for tp in (1, 2, 4, 8):
+        ops = pm.build_ops(m, B, 1, 1024, "decode", layout=Layout(tp=tp))
+        comm = [t for op, (_, _, t) in zip(ops, engine.op_times(ops, H100, pm.Precision(), Layout(tp=tp)))
+                if op.kind == COMM]
+        times.append(float(sum(np.sum(c) for c in comm)))
+    assert times[0] == 0
+    assert all(b > a for a, b in zip(times, times[1:]))
+
+
+def test_ring_all_reduce_costs_2_p_minus_1_over_p_bytes_plus_a_latency_per_step():
+    ops = pm.build_ops(LLAMA, 8, 1, 1024, "decode", layout=Layout(tp=4))
+    (ar,) = [o for o in ops if o.name == "allreduce_mlp"]
+    msg = 8 * LLAMA.D * 2  # B*T*D bf16 activations
+    assert ar.comm_bytes == 2 * 3 / 4 * msg and ar.comm_steps == 6 and ar.count == LLAMA.L
+    (_, _, t), = [x for op, x in zip(ops, engine.op_times(ops, H100, pm.Precision(), Layout(tp=4))) if op is ar]
+    assert t == pytest.approx(2 * 3 / 4 * msg / 450e9 + 6 * 2e-6)
+
+
+def test_a_tp_group_larger_than_a_node_talks_over_the_network():
+    near = engine.link_cost(H100, Layout(tp=8), "tp")
+    far = engine.link_cost(H100, Layout(tp=16), "tp")
+    assert near[2] == "link" and far[2] == "network" and far[0] < near[0]
+
+
+def test_replicas_multiply_throughput_and_leave_latency_alone():
+    a = engine.evaluate(LLAMA, H100, [1, 64], 1024, layout=Layout(tp=2))
+    b = engine.evaluate(LLAMA, H100, [1, 64], 1024, layout=Layout(tp=2, replicas=3))
+    np.testing.assert_array_equal(a["latency_s"], b["latency_s"])
+    np.testing.assert_allclose(b["throughput_tok_s"], 3 * a["throughput_tok_s"], rtol=1e-15)
+    np.testing.assert_array_equal(a["memory_bytes"], b["memory_bytes"])
+
+
+def test_a_full_pipeline_beats_one_device_on_throughput_but_not_on_latency():
+    one = engine.evaluate(LLAMA, H100, 64, 1024)
+    pipe = engine.evaluate(LLAMA, H100, 64, 1024, layout=Layout(pp=4))
+    bubble = engine.evaluate(LLAMA, H100, 64, 1024, layout=Layout(pp=4, microbatches=1))
+    assert pipe["throughput_tok_s"][0, 0] > bubble["throughput_tok_s"][0, 0]
+    assert bubble["latency_s"][0, 0] >= one["latency_s"][0, 0]  # one micro-batch: the stages take turns
+
+
+def test_expert_parallel_splits_the_experts_and_adds_all_to_alls():
+    m = pm.load_model("mixtral-8x7b")
+    ops = pm.build_ops(m, 64, 1, 1024, "decode", layout=Layout(ep=4))
+    names = {o.name for o in ops}
+    assert {"alltoall_dispatch", "alltoall_combine"} <= names
+    w1 = engine.per_sequence(m, 1024.0)["weight_bytes"]
+    w4 = engine.per_sequence(m, 1024.0, layout=Layout(ep=4))["weight_bytes"]
+    experts = m.L * m.moe.n_experts * 3 * m.D * m.moe.d_ff_expert * 2
+    assert w4 == pytest.approx(w1 - experts * 3 / 4, rel=1e-12)
+
+
+def test_scaling_book_llama_2_13b_on_8_tpu_v5e():
+    # JAX scaling book, "All About Transformer Inference", section "Modeling throughput and latency for
+    # LLaMA 2-13B": 8 x TPU v5e, 8192 context, bf16, theoretical (memory-bound) step times
+    published = {1: 4.98e-3, 8: 12.13e-3, 16: 20.30e-3, 32: 36.65e-3, 64: 69.33e-3, 240: 249.09e-3}
+    v5e = pm.load_hardware("tpu-v5e")
+    r = api.decode(LLAMA, v5e, list(published), 8192, mode="simple", tp=8)
+    for b, t in zip(r["batch"], r["latency_s"]):
+        # the book rounds 819 GB/s to 0.82e12 and 13.0e9 params; agreement to 1%
+        assert t == pytest.approx(published[int(b)], rel=0.01)
+    fits = dict(zip(r["batch"], r["fits"]))
+    assert fits[8] and not fits[16]  # 8 x 16 GB of HBM: batch 16 at 8192 context does not fit
+
+
+def test_plan_lists_valid_layouts_marks_the_pareto_front_and_finds_the_fewest_devices():
+    t, s = parallel.plan("llama-3.1-70b", H100, 8, 4096, [1, 32])
+    assert set(zip(t["tp"], t["pp"], t["replicas"])) >= {(8, 1, 1), (1, 8, 1), (1, 1, 8), (2, 4, 1)}
+    assert np.all(t["devices"] == 8)
+    front = t["pareto"].astype(bool)
+    assert front.any() and np.all(t["fits"][front])
+    lat, eff = t["latency_s"].astype(float), t["throughput_per_device"].astype(float)
+    for i in np.flatnonzero(front):  # nothing that fits beats a front row on both axes
+        assert not np.any(t["fits"].astype(bool) & (lat < lat[i]) & (eff > eff[i]))
+    assert s["min_devices"] == 2  # 141 GB of bf16 weights need two 80 GB devices
+    _, s405 = parallel.plan("llama-3.1-405b", H100, 8, 4096, [1], weights_dtype="fp8", act_dtype="fp8")
+    assert s405["min_devices"] == 6
+
+
+def test_plan_respects_a_latency_limit():
+    t, _ = parallel.plan("llama-3.1-70b", H100, 8, 4096, [1, 32], max_latency="15ms")
+    assert np.all(t["latency_s"][t["pareto"].astype(bool)] <= 0.015)
+
+
+def test_layout_errors_are_one_line(capsys):
+    for argv, words in ((["decode", "--tp", "3"], "tp=3"), (["decode", "--ep", "2"], "experts"),
+                        (["decode", "--pp", "0"], "--pp"), (["plan", "--gpus", "0"], "--gpus"),
+                        (["plan", "--max-latency", "soon"], "--max-latency")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1
