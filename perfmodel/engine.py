@@ -290,7 +290,7 @@ def _is_attention(op: Op) -> bool:
 
 
 def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None = None,
-               attention: str = "fused") -> dict:
+               attention: str = "fused", layout: Layout | None = None) -> dict:
     """One iteration of a continuous-batching server (Orca's selective batching).
 
     Sequence i brings T_seq[i] new tokens (1 when decoding, a prompt chunk when prefilling) and
@@ -299,21 +299,24 @@ def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None 
     bytes are the sums over sequences. Logits are computed for one row per sequence.
     """
     prec = prec or Precision()
+    lay = layout or Layout()
+    if lay.pp > 1:
+        raise SpecError("--pp", None, "iteration-level scheduling is modelled for tp, ep and replicas, not pipelines")
     T = np.asarray(T_seq, dtype=np.float64).ravel()
     S = np.asarray(S_seq, dtype=np.float64).ravel()
     n, M = float(T.size), float(T.sum())
     phase = "decode" if np.all(T == 1) else "prefill"
-    token_ops = [op for op in build_ops(model, n, M / n, float(S.mean()), phase, prec, attention)
+    token_ops = [op for op in build_ops(model, n, M / n, float(S.mean()), phase, prec, attention, layout=lay)
                  if not _is_attention(op)]
     decode, chunk = T == 1, T != 1
     seq_ops = []
     for mask, ph in ((decode, "decode"), (chunk, "prefill")):
         if mask.any():
-            for op in build_ops(model, 1.0, T[mask], S[mask], ph, prec, attention):
+            for op in build_ops(model, 1.0, T[mask], S[mask], ph, prec, attention, layout=lay):
                 if _is_attention(op):
                     for f in ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write"):
                         setattr(op, f, float(np.sum(getattr(op, f) + 0 * T[mask])))
                     seq_ops.append(op)
-    rf = roofline(token_ops + seq_ops, hw, prec)
+    rf = roofline(token_ops + seq_ops, hw, prec, layout=lay)
     return {"latency_s": float(rf["time"]), "flops": float(rf["flops"]), "bytes": float(rf["bytes"]),
-            "tokens": M, "sequences": n}
+            "tokens": M, "sequences": n, "comm_time_s": float(rf["comm_time"])}
