@@ -88,8 +88,27 @@ def _layout_cols(r: dict, lay: Layout) -> dict:
             "devices": float(lay.devices), "comm_time_s": r["comm_time_s"]}
 
 
+def economics(cols: dict, hw: Hardware, devices: float, price=None, energy: bool = False) -> dict:
+    """Cost per million generated tokens and energy per token at the computed throughput.
+
+    price: USD per device-hour (a number or "2.49/h"), else the spec's price_per_hour. Energy uses a
+    measured `power` when the spec has one, else TDP: an upper bound, since a device at full memory
+    bandwidth rarely draws its whole TDP.
+    """
+    thr = cols["throughput_tok_s"]
+    if price is not None or hw.price_per_hour:
+        rate = _quantity(price, "--price", "USD/h") if price is not None else hw.price_per_hour
+        cols["cost_per_million_tokens"] = rate * devices / 3600.0 / thr * 1e6
+    if energy:
+        watts = hw.power or hw.tdp
+        if not watts:
+            raise SpecError(hw.key or hw.name, "tdp", "energy needs a tdp or a measured power in the hardware spec")
+        cols["energy_per_token_j"] = watts * devices / thr
+    return cols
+
+
 def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention, sets,
-           quantize_embeddings=False, extra=(), lay: Layout | None = None) -> Table:
+           quantize_embeddings=False, extra=(), lay: Layout | None = None, price=None, energy=False) -> Table:
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, S = _positive(batch, "--batch"), _positive(context, "--context")
     if mode not in engine.MODES:
@@ -104,17 +123,20 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
             cols = {k: r[k] for k in PHASE_COLUMNS + list(extra)}
             if lay is not None and lay != Layout():
                 cols.update(_layout_cols(r, lay))
-            out.append(_flat(cols))
+            out.append(_flat(economics(cols, hw, (lay or Layout()).devices, price, energy)))
     return concat(out)
 
 
 def decode(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=(1, 8, 64, 256), context=1024, mode="roofline",
            weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-           quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Table:
+           quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None,
+           energy=False) -> Table:
     """One decode step (T = 1) per batch size x context: latency, throughput B/step, memory, fit.
-    With tp/pp/ep/replicas: per-device memory, all-replica throughput, and comm_time_s."""
+    With tp/pp/ep/replicas: per-device memory, all-replica throughput, and comm_time_s.
+    With price (USD per device-hour) or energy=True: cost per million tokens, joules per token."""
     return _phase("decode", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches))
+                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches), price=price,
+                  energy=energy)
 
 
 def prefill(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=(128, 512, 1024, 4096),
@@ -127,7 +149,8 @@ def prefill(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=(12
 
 def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024, generate=256, mode="roofline",
             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Table:
+            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None,
+            energy=False) -> Table:
     """A whole request: prefill P prompt tokens, then generate G tokens (context grows each step)."""
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, P = _positive(batch, "--batch"), _positive(prompt, "--prompt")
@@ -144,7 +167,7 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
             cols = {k: r[k] for k in PHASE_COLUMNS + ["prompt", "generate", "ttft_s", "decode_s"]}
             if lay != Layout():
                 cols.update(_layout_cols(r, lay))
-            out.append(_flat(cols))
+            out.append(_flat(economics(cols, hw, lay.devices, price, energy)))
     return concat(out)
 
 

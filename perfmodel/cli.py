@@ -35,6 +35,8 @@ PP = typer.Option(1, "--pp", help="Pipeline stages per replica.")
 EP = typer.Option(1, "--ep", help="Expert-parallel device groups per replica (MoE).")
 Replicas = typer.Option(1, "--replicas", help="Model replicas (data parallel).")
 Micro = typer.Option(None, "--microbatches", help="Pipeline micro-batches (default: pp).")
+Price = typer.Option(None, "--price", help="USD per device-hour, e.g. 2.49/h: adds cost_per_million_tokens.")
+Energy = typer.Option(False, "--energy", help="Add energy_per_token_j (at measured power, else TDP: an upper bound).")
 QEmb = typer.Option(False, "--quantize-embeddings", help="Quantize embeddings and LM head too (default: kept 16-bit).")
 
 
@@ -71,13 +73,16 @@ def _out(text: str) -> None:
     sys.stdout.write(text + "\n")
 
 
+_ECON = ["cost_per_million_tokens", "energy_per_token_j"]
+
+
 def _cols(t, extra=()):
-    """The JSON contract's columns, plus the layout's when one was given."""
-    return api.PHASE_COLUMNS + list(extra) + [c for c in api.LAYOUT_COLUMNS if c in t]
+    """The JSON contract's columns, plus the layout's and the economics' when asked for."""
+    return api.PHASE_COLUMNS + list(extra) + [c for c in api.LAYOUT_COLUMNS + _ECON if c in t]
 
 
 def _human(t, base):
-    return base + [c for c in ("tp", "pp", "ep", "replicas", "comm_time_s") if c in t]
+    return base + [c for c in ["tp", "pp", "ep", "replicas", "comm_time_s"] + _ECON if c in t]
 
 
 PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
@@ -124,10 +129,12 @@ def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Opti
            context: str = typer.Option("1024", "--context"), mode: str = Mode, weights_dtype: str = WDtype,
            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
            sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
-           tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas, microbatches: Optional[int] = Micro):
+           tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas, microbatches: Optional[int] = Micro,
+           price: Optional[str] = Price, energy: bool = Energy):
     """One decode step per batch size: latency, throughput (B / step), memory and fit."""
     t = api.decode(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                   kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, microbatches)
+                   kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, microbatches,
+                   price, energy)
     _out(render(t, _fmt(fmt), _cols(t), _human(t, PHASE_HUMAN)))
     if fmt == "table":
         _out(_why(t, hardware, _sets(sets), api._prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)))
@@ -152,11 +159,11 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
             quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
-            microbatches: Optional[int] = Micro):
+            microbatches: Optional[int] = Micro, price: Optional[str] = Price, energy: bool = Energy):
     """A whole request: prefill P tokens, then G decode steps with a growing context."""
     t = api.request(model, hardware, _ints(batch, "--batch"), _ints(prompt, "--prompt"), generate, mode,
                     weights_dtype, kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep,
-                    replicas, microbatches)
+                    replicas, microbatches, price, energy)
     human = ["model", "hardware", "batch", "prompt", "generate", "ttft_s", "decode_s", "latency_s",
              "throughput_tok_s", "memory_bytes", "fits", "bound"]
     _out(render(t, _fmt(fmt), _cols(t, ["prompt", "generate", "ttft_s"]), _human(t, human)))
@@ -330,15 +337,16 @@ def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model"), hardware: 
          context: float = typer.Option(4096, "--context"), batch: str = typer.Option("1,8,32,128", "--batch"),
          max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Per-token latency limit, e.g. 50ms."),
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-         sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+         sets: Optional[List[str]] = Sets, fmt: str = Fmt, price: Optional[str] = Price, energy: bool = Energy):
     """Every tp/pp/ep/replicas layout of N devices: latency, throughput per device, memory, Pareto front."""
     from . import parallel
 
     t, summary = parallel.plan(model, hardware, gpus, context, _ints(batch, "--batch"), max_latency, weights_dtype,
-                               kv_dtype, act_dtype, _sets(sets))
-    _out(render(t, _fmt(fmt), parallel.PLAN_COLUMNS,
+                               kv_dtype, act_dtype, _sets(sets), price, energy)
+    econ = [c for c in _ECON if c in t]
+    _out(render(t, _fmt(fmt), parallel.PLAN_COLUMNS + econ,
                 ["tp", "pp", "ep", "replicas", "batch", "latency_s", "throughput_tok_s", "throughput_per_device",
-                 "memory_bytes", "fits", "comm_time_s", "pareto"]))
+                 "memory_bytes", "fits", "comm_time_s", "pareto"] + econ))
     if fmt == "table":
         need = summary["min_devices"]
         _out(f"# pareto=true: no other fitting layout is both faster and more efficient per device"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import engine
-from .api import LAYOUT_COLUMNS, PHASE_COLUMNS, _flat, _positive, _prec, concat, specs
+from .api import LAYOUT_COLUMNS, PHASE_COLUMNS, _flat, _positive, _prec, concat, economics, specs
 from .errors import SpecError
 from .ops import Layout
 from .units import parse_quantity
@@ -56,7 +56,8 @@ def pareto(latency: np.ndarray, per_device: np.ndarray, ok: np.ndarray) -> np.nd
 
 
 def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch=(1, 8, 32, 128),
-         max_latency=None, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None) -> tuple[dict, dict]:
+         max_latency=None, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, price=None,
+         energy=False) -> tuple[dict, dict]:
     """Every layout of `gpus` devices x each batch; returns (rows, summary)."""
     prec = _prec(weights_dtype, kv_dtype, act_dtype)
     n = int(_positive(gpus, "--gpus")[0])
@@ -79,7 +80,7 @@ def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch
         cols.update(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), replicas=float(lay.replicas),
                     devices=float(lay.devices), comm_time_s=r["comm_time_s"],
                     throughput_per_device=r["throughput_tok_s"] / lay.devices)
-        rows.append(_flat(cols))
+        rows.append(_flat(economics(cols, hw, lay.devices, price, energy)))
     t = concat(rows)
     ok = t["fits"].astype(bool)
     if limit is not None:

@@ -169,7 +169,9 @@ PEAK_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4
 _HW_QTY = {"memory_capacity": "bytes", "memory_bandwidth": "bytes/s", "interconnect_bandwidth": "bytes/s",
            "l2_cache": "bytes", "tdp": "W", "kernel_overhead": "s",
            # multi-device serving (docs/parallelism.md): alpha-beta costs of the scale-up link and the network
-           "link_bandwidth": "bytes/s", "link_latency": "s", "network_bandwidth": "bytes/s", "network_latency": "s"}
+           "link_bandwidth": "bytes/s", "link_latency": "s", "network_bandwidth": "bytes/s", "network_latency": "s",
+           # cost and energy (docs/cost.md): a measured board power, and a rental price per device-hour
+           "power": "W", "price_per_hour": "USD/h"}
 
 
 @dataclass
@@ -189,6 +191,8 @@ class Hardware:
     devices_per_node: int | None = None  # devices joined by the scale-up link
     network_bandwidth: float | None = None  # bytes/s per device per direction between nodes (e.g. 400 Gb/s IB)
     network_latency: float | None = None  # s per message between nodes
+    power: float | None = None  # W, a measured board power under load (energy uses it before tdp)
+    price_per_hour: float | None = None  # USD per device-hour
     sources: dict = field(default_factory=dict)
     description: str = ""
     key: str = ""  # catalog name or path it was loaded from
@@ -439,7 +443,7 @@ def _split_sets(sets: dict | None, kind_fields: set) -> dict:
 
 HARDWARE_FIELDS = {"memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "l2_cache", "tdp",
                    "kernel_overhead", "link_bandwidth", "link_latency", "network_bandwidth", "network_latency",
-                   "devices_per_node"}
+                   "devices_per_node", "power", "price_per_hour"}
 MODEL_FIELDS = _MODEL_ALLOWED - {"name", "source", "description"}
 
 

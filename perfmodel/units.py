@@ -33,13 +33,14 @@ def _table() -> dict[str, tuple[str, float]]:
         t[f"{p}B/s"] = ("bytes/s", f)
     t.update({"s": ("s", 1.0), "ms": ("s", 1e-3), "us": ("s", 1e-6), "µs": ("s", 1e-6), "ns": ("s", 1e-9)})
     t["bytes"] = ("bytes", 1.0)
+    t.update({"/h": ("USD/h", 1.0), "USD/h": ("USD/h", 1.0), "/hr": ("USD/h", 1.0), "USD/hr": ("USD/h", 1.0)})
     t.pop("kW", None)
     t["kW"] = ("W", 1e3)
     return t
 
 
 UNITS = _table()
-_RX = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$")
+_RX = re.compile(r"^\s*\$?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$")
 
 
 def parse_quantity(text, dimension: str, allow_zero: bool = False) -> float:
@@ -71,7 +72,8 @@ def parse_quantity(text, dimension: str, allow_zero: bool = False) -> float:
     return value
 
 
-_EXAMPLE = {"bytes": "80 GB", "bytes/s": "3.35 TB/s", "flop/s": "989 TFLOP/s", "W": "700 W", "s": "50 ms"}
+_EXAMPLE = {"bytes": "80 GB", "bytes/s": "3.35 TB/s", "flop/s": "989 TFLOP/s", "W": "700 W", "s": "50 ms",
+            "USD/h": "2.49/h"}
 
 
 def _fmt(x: float, unit: str, prefixes=("", "k", "M", "G", "T", "P", "E"), base=1000.0, digits=4) -> str:
