@@ -8,4 +8,10 @@ class SpecError(ValueError):
     def __init__(self, where: str, field: str | None, problem: str):
         self.where, self.field, self.problem = where, field, problem
         loc = f"{where}: {field}" if field else where
-        super().__init__(f"{loc}: {problem}")
+        super().__init__(_one_line(f"{loc}: {problem}"))
+
+
+def _one_line(text: str) -> str:
+    """Control characters (a field name with a newline, a multi-line YAML message) are escaped so the
+    CLI always prints exactly one line."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
