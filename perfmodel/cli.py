@@ -352,7 +352,8 @@ def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model"), hardware: 
         _out(f"# pareto=true: no other fitting layout is both faster and more efficient per device"
              + (f" (latency <= {max_latency})" if max_latency else "")
              + f"\n# fewest devices that hold {summary['model']} at context {summary['context']:g}: "
-             + (f"{need} ({summary['min_layout']})" if need else "none up to 4096"))
+             + (f"{need} ({summary['min_layout']})" if need else "none up to 4096")
+             + (f"\n# warning: {summary['warning']}" if summary["warning"] else ""))
 
 
 @app.command()

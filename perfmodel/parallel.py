@@ -87,8 +87,12 @@ def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch
         ok &= t["latency_s"] <= limit
     t["pareto"] = pareto(t["latency_s"].astype(float), t["throughput_per_device"].astype(float), ok)
     need, lay = min_devices(m, hw, S, prec)
+    crosses = any(la.tp * la.ep * la.pp > (hw.devices_per_node or 1) for la in lays)
     summary = {"model": m.name, "hardware": hw.key, "context": S, "min_devices": need,
-               "min_layout": None if lay is None else f"tp={lay.tp} pp={lay.pp} ep={lay.ep}"}
+               "min_layout": None if lay is None else f"tp={lay.tp} pp={lay.pp} ep={lay.ep}",
+               "warning": (f"{hw.key} has no network_latency: collectives that cross a node of "
+                           f"{hw.devices_per_node or 1} cost bandwidth only, an optimistic bound")
+               if crosses and not hw.network_latency else None}
     return t, summary
 
 

@@ -1,0 +1,42 @@
+"""Regenerate every figure of docs/gallery/ (the README shows some of them).
+
+    python docs/gallery/make_gallery.py
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+from perfmodel import plots  # noqa: E402
+
+FIGURES = {
+    "roofline.png": lambda: plots.roofline("llama-2-13b", "h100-sxm", batch=[1, 8, 64, 256], context=1024),
+    "latency-throughput.png": lambda: plots.latency_throughput(
+        ["llama-2-13b", "llama-2-13b-gqa8", "llama-2-13b-mla"], "h100-sxm", context=1024),
+    "memory-batch.png": lambda: plots.memory("llama-2-13b", "h100-sxm", batch=[1, 8, 16, 32, 48, 64, 80, 96]),
+    "memory-context.png": lambda: plots.memory("llama-3.1-8b", "rtx-4090", batch=[4], axis="context",
+                                               context=[1024, 2048, 4096, 8192, 16384, 32768]),
+    "kv-variants.png": lambda: plots.kv(),
+    "speculative.png": lambda: plots.speculative(draft_cost=0.1),
+}
+
+
+def main(names=None) -> list[str]:
+    out = []
+    for name, make in FIGURES.items():
+        if names and name not in names:
+            continue
+        fig = make()
+        out.append(plots.save(fig, HERE / name))
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    return out
+
+
+if __name__ == "__main__":
+    for p in main(sys.argv[1:]):
+        print(p)
