@@ -125,8 +125,8 @@ def show(name: str = typer.Argument(..., help="A catalog name or YAML path (mode
 
 
 @app.command()
-def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1,8,64,256", "--batch"),
-           context: str = typer.Option("1024", "--context"), mode: str = Mode, weights_dtype: str = WDtype,
+def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1,8,64,256", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+           context: str = typer.Option("1024", "--context", help="Context S in tokens (comma list)."), mode: str = Mode, weights_dtype: str = WDtype,
            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
            sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
            tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas, microbatches: Optional[int] = Micro,
@@ -141,7 +141,7 @@ def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Opti
 
 
 @app.command()
-def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch"),
+def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
             context: str = typer.Option("128,512,1024,4096", "--context", help="Prompt length(s)."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
@@ -153,7 +153,7 @@ def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
 
 
 @app.command()
-def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch"),
+def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
             prompt: str = typer.Option("1024", "--prompt", help="Prompt tokens P (comma list allowed)."),
             generate: int = typer.Option(256, "--generate", help="Generated tokens G."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
@@ -170,8 +170,8 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
 
 
 @app.command()
-def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer.Option(1, "--batch"),
-              context: float = typer.Option(1024, "--context"), weights_dtype: str = WDtype,
+def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer.Option(1, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+              context: float = typer.Option(1024, "--context", help="Context S in tokens (comma list)."), weights_dtype: str = WDtype,
               kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb):
     """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode."""
@@ -182,19 +182,19 @@ def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer
 
 
 @app.command()
-def kv(model: str = Model, context: str = typer.Option("1024", "--context"), batch: str = typer.Option("1", "--batch"),
-       kv_dtype: str = typer.Option("bf16", "--kv-dtype"), sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+def kv(model: str = Model, context: str = typer.Option("1024", "--context", help="Context S in tokens (comma list)."), batch: str = typer.Option("1", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+       kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache format."), sets: Optional[List[str]] = Sets, fmt: str = Fmt):
     """KV-cache bytes per token and per batch, for one or more models."""
     t = api.kv(model, _ints(context, "--context"), _ints(batch, "--batch"), kv_dtype, _sets(sets))
     _out(render(t, _fmt(fmt)))
 
 
 @app.command()
-def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H", "--hardware"),
+def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Hardware catalog name or YAML path."),
            memory: Optional[str] = typer.Option(None, "--memory", help="Device memory instead of -H, e.g. 24GiB."),
            overhead: str = typer.Option("0", "--overhead", help="Reserved memory, e.g. 1.5GiB."),
            weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-           context: str = typer.Option("1024", "--context"), sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+           context: str = typer.Option("1024", "--context", help="Context S in tokens (comma list)."), sets: Optional[List[str]] = Sets, fmt: str = Fmt,
            quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas):
     """The inverse question: how many KV tokens fit, and how many users at a context (per replica)."""
     t = api.budget(model, hardware, memory, overhead, weights_dtype, kv_dtype, act_dtype,
@@ -231,8 +231,8 @@ def weights(model: str = Model, weights_dtype: str = WDtype, act_dtype: str = AD
 @app.command()
 def compare(model: str = typer.Option("llama-2-13b,llama-2-13b-gqa8,llama-2-13b-mla,llama-2-13b-cla2,llama-2-13b-swa,llama-2-13b-linear",
                                       "-m", "--model", help="Comma list; ratios are against the first."),
-            hardware: str = Hardware, batch: str = typer.Option("1,64,256", "--batch"),
-            context: str = typer.Option("1024,8192,32768", "--context"), mode: str = Mode, weights_dtype: str = WDtype,
+            hardware: str = Hardware, batch: str = typer.Option("1,64,256", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+            context: str = typer.Option("1024,8192,32768", "--context", help="Context S in tokens (comma list)."), mode: str = Mode, weights_dtype: str = WDtype,
             kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
             quantize_embeddings: bool = QEmb, sets: Optional[List[str]] = Sets, fmt: str = Fmt):
     """Models side by side: KV per token and sequence, memory, latency, throughput, max batch, ratios."""
@@ -252,8 +252,8 @@ def speculative(alpha: str = typer.Option("0.6,0.8,0.9", "--alpha", help="Accept
                 draft_cost: str = typer.Option("0.05", "--draft-cost", help="Draft step / target step."),
                 draft: Optional[str] = typer.Option(None, "--draft", help="Draft model: costs from the roofline."),
                 target: Optional[str] = typer.Option(None, "--target", help="Target model."),
-                hardware: str = Hardware, batch: float = typer.Option(1, "--batch"),
-                context: float = typer.Option(1024, "--context"), weights_dtype: str = WDtype,
+                hardware: str = Hardware, batch: float = typer.Option(1, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+                context: float = typer.Option(1024, "--context", help="Context S in tokens (comma list)."), weights_dtype: str = WDtype,
                 kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, sets: Optional[List[str]] = Sets,
                 fmt: str = Fmt):
     """Speculative decoding: expected tokens per round, speedup, best gamma (slower than plain is shown)."""
@@ -270,10 +270,10 @@ def speculative(alpha: str = typer.Option("0.6,0.8,0.9", "--alpha", help="Accept
 
 
 @app.command()
-def attention(seq: str = typer.Option("512,2048,8192,32768,131072", "--seq"),
-              heads: int = typer.Option(32, "--heads"), head_dim: int = typer.Option(128, "--head-dim"),
-              kv_heads: Optional[int] = typer.Option(None, "--kv-heads"), batch: float = typer.Option(1, "--batch"),
-              dtype: str = typer.Option("fp16", "--dtype"),
+def attention(seq: str = typer.Option("512,2048,8192,32768,131072", "--seq", help="Sequence lengths (comma list)."),
+              heads: int = typer.Option(32, "--heads", help="Query heads."), head_dim: int = typer.Option(128, "--head-dim", help="Head dimension H."),
+              kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="KV heads (default: --heads)."), batch: float = typer.Option(1, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+              dtype: str = typer.Option("fp16", "--dtype", help="Element format of Q, K, V and scores."),
               model: Optional[str] = typer.Option(None, "-m", "--model", help="Take heads and head dim from a model."),
               sets: Optional[List[str]] = Sets, fmt: str = Fmt):
     """One attention call, fused (FlashAttention) against unfused: score matrix, HBM traffic, peak memory."""
@@ -286,8 +286,8 @@ def attention(seq: str = typer.Option("512,2048,8192,32768,131072", "--seq"),
 
 
 @app.command("generation-cost")
-def generation_cost(model: str = Model, tokens: str = typer.Option("256,1024,4096", "--tokens"),
-                    batch: float = typer.Option(1, "--batch"), weights_dtype: str = WDtype,
+def generation_cost(model: str = Model, tokens: str = typer.Option("256,1024,4096", "--tokens", help="Tokens to generate (comma list)."),
+                    batch: float = typer.Option(1, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."), weights_dtype: str = WDtype,
                     kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, sets: Optional[List[str]] = Sets,
                     fmt: str = Fmt):
     """MACs, bytes and memory to generate T tokens with a KV cache and without one (recomputing the prefix)."""
@@ -332,9 +332,9 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--models", help="
 
 
 @app.command()
-def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model"), hardware: str = Hardware,
+def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", help="Model catalog name or YAML path."), hardware: str = Hardware,
          gpus: int = typer.Option(8, "--gpus", help="Devices to spread over."),
-         context: float = typer.Option(4096, "--context"), batch: str = typer.Option("1,8,32,128", "--batch"),
+         context: float = typer.Option(4096, "--context", help="Context S in tokens (comma list)."), batch: str = typer.Option("1,8,32,128", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
          max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Per-token latency limit, e.g. 50ms."),
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
          sets: Optional[List[str]] = Sets, fmt: str = Fmt, price: Optional[str] = Price, energy: bool = Energy):
@@ -360,11 +360,12 @@ def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model"), hardware: 
 def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, memory, kv, speculative, serving or validation"),
          out: str = typer.Option(..., "-o", "--out", help="FILE.png, FILE.svg or FILE.pdf"),
          model: Optional[str] = typer.Option(None, "-m", "--model", help="Model(s); comma list where a plot compares."),
-         hardware: str = Hardware, batch: Optional[str] = typer.Option(None, "--batch"),
-         context: Optional[str] = typer.Option(None, "--context"),
+         hardware: str = Hardware, batch: Optional[str] = typer.Option(None, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+         context: Optional[str] = typer.Option(None, "--context", help="Context S in tokens (comma list)."),
          axis: str = typer.Option("batch", "--axis", help="memory: stack against batch or context."),
-         alpha: Optional[str] = typer.Option(None, "--alpha"), gamma: Optional[str] = typer.Option(None, "--gamma"),
-         draft_cost: float = typer.Option(0.1, "--draft-cost"),
+         alpha: Optional[str] = typer.Option(None, "--alpha", help="speculative: acceptance rates (comma list)."),
+         gamma: Optional[str] = typer.Option(None, "--gamma", help="speculative: draft lengths (comma list)."),
+         draft_cost: float = typer.Option(0.1, "--draft-cost", help="speculative: draft step / target step."),
          results: Optional[str] = typer.Option(None, "--results", help="validation: a measurement results folder."),
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
          sets: Optional[List[str]] = Sets):

@@ -25,3 +25,9 @@ def test_notebooks_run_top_to_bottom_with_the_public_api(tmp_path, monkeypatch):
         for c in cells:
             if c["cell_type"] == "code":
                 exec(compile("".join(c["source"]), f"{nb.name}", "exec"), ns)  # noqa: S102
+
+
+def test_the_cli_reference_is_generated_from_the_app_and_current():
+    p = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_cli_reference.py"), "--check"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
