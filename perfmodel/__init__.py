@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from . import api as _api
+from . import serving as _serving
 from .engine import evaluate, max_batch, per_sequence
 from .errors import SpecError
 from .ops import Op, Precision, build_ops, param_count
@@ -47,6 +48,9 @@ budget = _frame(_api.budget)
 show = _frame(_api.show)
 list_specs = _frame(_api.list_specs)
 ridge = _api.ridge
+serve_sim = _frame(_serving.serve_sim)
+kv_memory = _frame(_serving.kv_memory)
+from .serving import make_traffic, serve_runs, simulate  # noqa: E402
 
 
 def sweep(*args, **kwargs):
@@ -55,6 +59,6 @@ def sweep(*args, **kwargs):
 
     return _sweep(*args, **kwargs)
 
-__all__ = ["sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
+__all__ = ["serve_sim", "kv_memory", "make_traffic", "serve_runs", "simulate", "sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
            "load_model", "load_hardware", "Model", "Hardware", "Precision", "Op", "build_ops", "param_count",
            "evaluate", "max_batch", "per_sequence", "catalog_names", "parse_quantity", "SpecError"]

@@ -413,6 +413,9 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
     sys.stderr.write(f"wrote {path}\n")
 
 
+from . import cli_serving  # noqa: E402,F401  registers serve-sim and kv-memory
+
+
 def _click_errors():
     """Typer >= 0.26 vendors click as typer._click; older typer uses click itself. Catch both."""
     mods = []

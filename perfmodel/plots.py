@@ -256,3 +256,39 @@ def validation(results):
     ax.legend(frameon=False, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- serving timeline
+def serving(model="llama-2-13b", hardware="h100-sxm", requests=64, slots=8,
+            output_len="lognormal:median=18,max=231", rate=None, seed=0, sets=None, **kw):
+    """Slot occupancy (and KV memory in use) against time for static and continuous batching on the
+    same traffic: the idle slots of static batching are the white space under the slot limit."""
+    from . import serving as sv
+
+    plt = _plt()
+    runs = sv.serve_runs(model, hardware, "both", requests, slots, rate, output_len=output_len, seed=seed, sets=sets, **kw)
+    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 2.6 * len(runs)), sharex=True)
+    axes = np.atleast_1d(axes)
+    for ax, r in zip(axes, runs):
+        tl, s = r.timeline, r.summary
+        t = np.append(tl["t_start_s"], tl["t_start_s"][-1] + tl["duration_s"][-1])
+        used = np.append(tl["slots_used"], tl["slots_used"][-1])
+        run = np.append(tl["generated"], tl["generated"][-1])  # tokens produced this iteration
+        ax.fill_between(t, run, step="post", alpha=0.35, color="C0", label="sequences producing a token")
+        ax.step(t, used, where="post", color="C0", lw=1.0, label="slots held")
+        ax.axhline(slots, color="k", ls="--", lw=1, label=f"{slots} slots")
+        ax2 = ax.twinx()
+        ax2.step(t, np.append(tl["kv_used_bytes"], tl["kv_used_bytes"][-1]) / 1e9, where="post", color="C3", lw=0.8,
+                 label="KV cache in use")
+        ax2.set_ylabel("KV in use (GB)", color="C3")
+        ax2.set_ylim(0, None)
+        ax2.grid(False)
+        ax.set_ylabel("sequences")
+        ax.set_ylim(0, slots * 1.25)
+        ax.set_title(f"{s['policy']}: {s['throughput_tok_s']:.0f} tokens/s, mean latency {s['mean_latency_s']:.3g} s, "
+                     f"mean TTFT {s['mean_ttft_s']:.3g} s")
+        ax.legend(loc="upper right", frameon=False, fontsize=7)
+    axes[-1].set_xlabel("time (s)")
+    fig.suptitle(f"{model} on {hardware}: {requests} requests, outputs {output_len}")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,142 @@
+"""`perfmodel serve-sim` and `perfmodel kv-memory`: the serving simulator (perfmodel.serving) at a shell.
+
+Importing this module registers the two commands on perfmodel.cli.app. Bad input is a SpecError:
+one line, exit code 2.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from . import api, serving
+from .cli import ADtype, Fmt, KVDtype, Sets, WDtype, _fmt, _out, _sets, app
+from .errors import SpecError
+from .report import _human, _is_num, render
+
+Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path.")
+Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path.")
+Slots = typer.Option("8", "--slots", help="Batch slots (concurrent sequences); 'none': only KV memory limits.")
+Requests = typer.Option(None, "--requests", help="Number of requests (default 64; with --trace, its rows).")
+Rate = typer.Option(None, "--rate", help="Poisson arrivals at R requests/s (default: all at t = 0).")
+Trace = typer.Option(None, "--trace", help="CSV with columns arrival_s, prompt_tokens, output_tokens.")
+PromptLen = typer.Option(serving.DEFAULT_PROMPT, "--prompt-len",
+                         help="Prompt tokens: N, uniform:LO,HI or lognormal:median=M,max=C[,sigma=S].")
+OutputLen = typer.Option(serving.DEFAULT_OUTPUT, "--output-len", help="Output tokens, same forms as --prompt-len.")
+Block = typer.Option(16, "--block-size", help="Paged KV block, tokens.")
+Prefix = typer.Option(0, "--shared-prefix", help="Tokens of a system prompt common to every request.")
+Samples = typer.Option(1, "--samples", help="Parallel samples per prompt (n), sharing the prompt's blocks.")
+Prefill = typer.Option("chunked", "--prefill",
+                       help="chunked: prompt tokens ride in decode steps; separate: prefill-only steps.")
+Budget = typer.Option(None, "--token-budget", help="Tokens per step (chunked prefill); default: whole prompts (Orca).")
+Seed = typer.Option(0, "--seed", help="Seed of the random arrivals and lengths.")
+Quantum = typer.Option(16, "--cost-quantum",
+                       help="Decode contexts rounded up to this many tokens to cache step costs (1: exact).")
+
+SIM_HUMAN = [("policy", "policy"), ("kv_manager", "KV"), ("prefill", "prefill"), ("requests", "requests"),
+             ("tokens", "tokens"), ("makespan_s", "makespan"), ("throughput_tok_s", "tokens/s"),
+             ("mean_latency_s", "mean latency"), ("p50_latency_s", "p50 latency"), ("p99_latency_s", "p99 latency"),
+             ("mean_ttft_s", "mean TTFT"), ("mean_tpot_s", "mean TPOT"), ("peak_running", "peak seqs"),
+             ("preemptions", "preempted")]
+KV_HUMAN = [("manager", "manager"), ("block_size", "block"), ("peak_sequences", "peak seqs"),
+            ("mean_sequences", "mean seqs"), ("mean_used_bytes", "used"), ("mean_reserved_bytes", "reserved"),
+            ("utilization", "used/reserved"), ("mean_internal_bytes", "internal"), ("mean_future_bytes", "future"),
+            ("mean_external_bytes", "external"), ("mean_saved_bytes", "saved"), ("preemptions", "preempted"),
+            ("throughput_tok_s", "tokens/s")]
+
+
+def _cell(col: str, v) -> str:
+    if col in ("mean_running", "mean_sequences") and _is_num(v):
+        return f"{v:.1f}"
+    if col == "utilization" and _is_num(v):
+        return f"{100 * v:.1f}%"
+    return _human(col, v)
+
+
+def _render(table: dict, fmt: str, columns: list, human: list) -> str:
+    """JSON/CSV in SI units (perfmodel.report), or an aligned table with these headers."""
+    if fmt != "table":
+        return render(table, fmt, columns)
+    cols = [(c, h) for c, h in human if c in table]
+    n = len(table[cols[0][0]])
+    cells = [[h for _, h in cols]] + [[_cell(c, table[c][i]) for c, _ in cols] for i in range(n)]
+    width = [max(len(r[j]) for r in cells) for j in range(len(cols))]
+    right = [all(_is_num(table[c][i]) for i in range(n)) for c, _ in cols]
+    lines = []
+    for k, r in enumerate(cells):
+        lines.append("  ".join(x.rjust(w) if a else x.ljust(w) for x, w, a in zip(r, width, right)).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in width))
+    return "\n".join(lines)
+
+
+def _budget(v: Optional[str]):
+    return None if v is None or str(v).strip().lower() == "none" else v
+
+
+@app.command("serve-sim")
+def serve_sim(model: str = Model, hardware: str = Hardware,
+              policy: str = typer.Option("both", "--policy", help="static, continuous or both (same trace)."),
+              requests: Optional[int] = Requests, slots: str = Slots, rate: Optional[float] = Rate,
+              trace: Optional[str] = Trace, prompt_len: str = PromptLen, output_len: str = OutputLen,
+              kv_manager: str = typer.Option("paged", "--kv-manager",
+                                             help="contiguous (max-length reservation) or paged."),
+              block_size: int = Block, shared_prefix: int = Prefix, samples: int = Samples,
+              sharing: bool = typer.Option(True, "--sharing/--no-sharing", help="Paged: store shared prefixes once."),
+              prefill: str = Prefill, token_budget: Optional[str] = Budget, seed: int = Seed,
+              cost_quantum: int = Quantum,
+              timeline: Optional[str] = typer.Option(None, "--timeline",
+                                                     help="Write every iteration to this CSV file."),
+              weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """Simulate serving: static vs continuous batching on the roofline step cost."""
+    fmt = _fmt(fmt)
+    runs = serving.serve_runs(model, hardware, policy, requests, slots, rate, trace,
+                              prompt_len, output_len,
+                              kv_manager, block_size, shared_prefix, samples, sharing, prefill, _budget(token_budget),
+                              seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum)
+    table = serving._table([r.summary for r in runs], serving.SUMMARY)
+    if timeline:
+        try:
+            with open(timeline, "w") as f:
+                f.write(render(serving.timeline(runs), "csv") + "\n")
+        except OSError as e:
+            raise SpecError("--timeline", None, f"cannot write {timeline}: {e.strerror or e}") from None
+    _out(_render(table, fmt, serving.SUMMARY, SIM_HUMAN))
+    if fmt == "table" and len(runs) == 2:
+        s, c = (r.summary for r in runs)
+        lat = s["mean_latency_s"] / c["mean_latency_s"]
+        notes = [f"continuous vs static: {c['throughput_tok_s'] / s['throughput_tok_s']:.2f}x the throughput, "
+                 + (f"{lat:.2f}x lower mean latency" if lat >= 1 else f"{1 / lat:.2f}x higher mean latency")]
+        notes.append("static: padded batches that return when their longest member ends; "
+                     "continuous: a finished sequence's slot is refilled at the next step")
+        _out("\n".join("# " + n for n in notes))
+
+
+@app.command("kv-memory")
+def kv_memory(model: str = Model, hardware: str = Hardware,
+              requests: Optional[int] = typer.Option(None, "--requests", help="Number of requests (default 256)."),
+              slots: str = typer.Option("none", "--slots", help="Batch slots; default none: KV memory is the limit."),
+              rate: Optional[float] = Rate, trace: Optional[str] = Trace, prompt_len: str = PromptLen,
+              output_len: str = OutputLen,
+              block_size: str = typer.Option("16", "--block-size", help="Paged KV block(s), tokens (comma list)."),
+              shared_prefix: int = Prefix, samples: int = Samples, prefill: str = Prefill,
+              token_budget: Optional[str] = Budget, seed: int = Seed, cost_quantum: int = Quantum,
+              weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+    """KV memory under continuous batching: contiguous vs paged vs paged with prefix sharing."""
+    fmt = _fmt(fmt)
+    blocks = [b.strip() for b in str(block_size).split(",") if b.strip()]
+    t = serving.kv_memory(model, hardware, requests, slots, rate, trace,
+                          prompt_len, output_len,
+                          blocks, shared_prefix, samples, prefill, _budget(token_budget), seed, weights_dtype,
+                          kv_dtype, act_dtype, _sets(sets), cost_quantum)
+    _out(_render(t, fmt, serving.KV_REPORT, KV_HUMAN))
+    if fmt == "table":
+        cap = t["kv_capacity_bytes"][0]
+        _out(f"# KV capacity {_human('kv_capacity_bytes', cap)} (device memory - weights); memory columns are means "
+             f"over the run\n# internal: reserved but never filled; future: reserved for tokens not yet generated; "
+             f"external: free, in holes too small for the next request")
+
+
+__all__ = ["serve_sim", "kv_memory"]

@@ -1,0 +1,647 @@
+"""A discrete-event serving simulator on the roofline step cost: static vs continuous batching.
+
+Requests arrive (all at t = 0, Poisson at a rate, or from a trace CSV) with prompt and output
+lengths (fixed, uniform, lognormal with a median and a cap, or from the trace). A scheduler forms
+each iteration's batch and the iteration takes the time the roofline engine gives for exactly that
+batch: `engine.mixed_step(model, hw, T_seq, S_seq)`, where sequence i brings T_i new tokens and
+attends to S_i tokens. Ops with weights run once over all tokens concatenated; attention runs per
+sequence at its own context (Orca's selective batching). Nothing is a constant per step.
+
+Policies (the same trace, the same slots):
+- static (request-level, FasterTransformer / HF generate): when the server is idle it takes up to
+  `slots` waiting sequences as one padded batch: one prefill iteration of every row at the longest
+  prompt, then decode iterations of every row until the longest output is done (finished rows are
+  padding that is still computed). Its requests return together when the batch ends (Orca §2.2:
+  an early-finished request cannot return before its batch). The cache is one rectangle
+  rows x (longest prompt + max_output), so the batch is sized so that it fits; the KV manager
+  option does not apply (a padded batch tensor is not paged), and there are no preemptions.
+- continuous (iteration-level, Orca): every iteration, finished sequences leave and waiting
+  requests join in FIFO order while a slot is free and the KV manager (kvmemory.py) admits them.
+  Prefill is either
+  - chunked: prompt tokens ride in the same iteration as the decodes. With no token budget a whole
+    prompt joins at once (Orca); with a budget, each iteration carries every decode plus prompt
+    chunks up to the budget (Sarathi-Serve, vLLM chunked prefill). Decodes are never deferred.
+  - separate: when a prompt is pending the iteration is prefill-only (whole prompts, FIFO, as many
+    as the budget allows, at least one) and the decodes wait (vLLM without chunking).
+  A paged cache allocates as tokens arrive; when a running request needs a block and none is free,
+  the newest running request is preempted and recomputed later (vLLM's default): its cache is
+  dropped, the tokens it generated stay generated, and on readmission it prefills prompt +
+  generated tokens again (after a fork, each sample recomputes its own copy).
+
+Samples: `samples = n` > 1 gives each request n samples of one prompt (output lengths drawn per
+sample). Continuous batching prefills the prompt once and forks n sequences at its first token
+(vLLM's sequence group); static batching runs n rows, each with the whole prompt (HF's
+num_return_sequences). A group holds n slots from admission.
+
+Times: TTFT = first token - arrival; end-to-end latency = return - arrival (for static batching the
+batch's end); TPOT = (last token - first token) / (output - 1), over requests with output > 1 (for
+samples, the longest). Throughput = generated tokens / (last return - first arrival).
+
+Step-cost cache (so 10,000 requests take seconds): a batch composition is the multiset of
+(T_i, S_i). Decode rows (T = 1) have their context rounded up to a multiple of `cost_quantum`
+tokens (16 by default; 1 is exact), prefill rows are exact, and mixed_step is evaluated once per
+distinct composition. So a decode row is charged at most quantum - 1 extra context tokens; the step
+time is never below the exact one (for Llama 2 13B on an H100, 15 tokens of one row's context is
+15 x 819,200 B / 3.35 TB/s = 3.7 us, against steps of 8 ms and more).
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import engine
+from .errors import SpecError
+from .kvmemory import Contiguous, Group, KVSizes, Paged, kv_sizes
+from .ops import Precision
+from .specs import Hardware, Model
+
+POLICIES = ("static", "continuous")
+PREFILL = ("chunked", "separate")
+MANAGERS = ("contiguous", "paged")
+DEFAULT_PROMPT, DEFAULT_OUTPUT = "512", "lognormal:median=18,max=231"
+LOGNORMAL_SIGMA = 1.0  # default spread of ln(length); `lognormal:...,sigma=S` sets it
+
+
+# ---------------------------------------------------------------- traffic
+@dataclass(frozen=True)
+class Lengths:
+    """A token-length distribution: fixed N, uniform on [lo, hi], or lognormal (median, cap, sigma)."""
+
+    kind: str
+    lo: int = 0
+    hi: int = 0
+    median: float = 0.0
+    sigma: float = LOGNORMAL_SIGMA
+
+    @property
+    def max(self) -> int:
+        return self.hi
+
+    def draw(self, rng: np.random.Generator, shape) -> np.ndarray:
+        if self.kind == "fixed":
+            return np.full(shape, self.hi, dtype=np.int64)
+        if self.kind == "uniform":
+            return rng.integers(self.lo, self.hi + 1, size=shape)
+        x = np.rint(np.exp(rng.normal(math.log(self.median), self.sigma, size=shape)))
+        return np.clip(x, 1, self.hi).astype(np.int64)  # rounding and the cap keep the median
+
+
+def parse_lengths(text, opt: str) -> Lengths:
+    """`512`, `fixed:512`, `uniform:64,1024` (or min=,max=), `lognormal:median=18,max=231[,sigma=1]`."""
+    if isinstance(text, Lengths):
+        return text
+    s = str(text).strip()
+    kind, _, rest = s.partition(":") if ":" in s else ("fixed", "", s)
+    kind = kind.strip().lower()
+    named, pos = {}, []
+    for part in [p.strip() for p in rest.split(",") if p.strip()]:
+        k, eq, v = part.partition("=")
+        if eq:
+            named[k.strip().lower()] = v.strip()
+        else:
+            pos.append(part)
+
+    def num(v, what, integer=True, minimum=1):
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            x = float("nan")
+        if not math.isfinite(x) or x < minimum or (integer and x != int(x)):
+            kind_ = "a whole number" if integer else "a number"
+            raise SpecError(opt, None, f"{what} must be {kind_} >= {minimum}, got {v!r} in {s!r}")
+        return int(x) if integer else x
+
+    def take(keys, n_pos):
+        unknown = set(named) - set(keys)
+        if unknown or len(pos) > n_pos or (pos and named):
+            raise SpecError(opt, None, f"{kind} takes {', '.join(k + '=' for k in keys)} (got {s!r})")
+        vals = dict(zip(keys, pos)) | named
+        return vals
+
+    if kind == "fixed":
+        v = take(["n"], 1)
+        if "n" not in v:
+            raise SpecError(opt, None, f"expected a token count, e.g. 512, got {s!r}")
+        n = num(v["n"], "the length")
+        return Lengths("fixed", n, n)
+    if kind == "uniform":
+        v = take(["min", "max"], 2)
+        if set(v) != {"min", "max"}:
+            raise SpecError(opt, None, f"uniform needs min and max, e.g. uniform:64,1024, got {s!r}")
+        lo, hi = num(v["min"], "min"), num(v["max"], "max")
+        if hi < lo:
+            raise SpecError(opt, None, f"uniform max ({hi}) is below min ({lo})")
+        return Lengths("uniform", lo, hi)
+    if kind == "lognormal":
+        v = take(["median", "max", "sigma"], 0)
+        if not {"median", "max"} <= set(v):
+            raise SpecError(opt, None, f"lognormal needs median= and max=, e.g. {DEFAULT_OUTPUT}, got {s!r}")
+        med, cap = num(v["median"], "median", False), num(v["max"], "max")
+        sigma = num(v.get("sigma", LOGNORMAL_SIGMA), "sigma", False, 0)
+        if cap < med:
+            raise SpecError(opt, None, f"lognormal max ({cap}) is below the median ({med:g})")
+        return Lengths("lognormal", 1, cap, med, sigma)
+    raise SpecError(opt, None, f"unknown distribution {kind!r}: use N, fixed:N, uniform:LO,HI or "
+                               f"lognormal:median=M,max=C")
+
+
+TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
+def read_trace(path) -> tuple:
+    """A trace CSV with a header naming arrival_s, prompt_tokens, output_tokens (any order; other
+    columns are ignored). Returns (arrival, prompt, output) arrays and the file's row numbers."""
+    path = str(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f))
+    except OSError as e:
+        raise SpecError(path, None, f"cannot read the trace: {e.strerror or e}") from None
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise SpecError(path, None, f"not a UTF-8 CSV file: {e}") from None
+    rows = [(i + 1, r) for i, r in enumerate(lines) if any(c.strip() for c in r)]
+    if not rows:
+        raise SpecError(path, None, f"empty trace: expected a header {','.join(TRACE_COLUMNS)} and rows")
+    hline, header = rows[0]
+    names = [h.strip().lower() for h in header]
+    missing = [c for c in TRACE_COLUMNS if c not in names]
+    if missing:
+        raise SpecError(path, f"row {hline}", f"header lacks column {', '.join(missing)} "
+                                              f"(expected {','.join(TRACE_COLUMNS)}, got {','.join(names)})")
+    idx = [names.index(c) for c in TRACE_COLUMNS]
+    if len(rows) == 1:
+        raise SpecError(path, None, "the trace has a header but no requests")
+    out = np.zeros((len(rows) - 1, 3))
+    for k, (line, r) in enumerate(rows[1:]):
+        if len(r) < len(names):
+            raise SpecError(path, f"row {line}", f"expected {len(names)} fields, got {len(r)}")
+        for j, (col, i) in enumerate(zip(TRACE_COLUMNS, idx)):
+            cell = r[i].strip()
+            try:
+                x = float(cell)
+            except ValueError:
+                x = float("nan")
+            if j == 0 and not (math.isfinite(x) and x >= 0):
+                raise SpecError(path, f"row {line}, column {col}", f"expected seconds >= 0, got {cell!r}")
+            if j > 0 and not (math.isfinite(x) and x >= 1 and x == int(x)):
+                raise SpecError(path, f"row {line}, column {col}", f"expected a whole number >= 1, got {cell!r}")
+            out[k, j] = x
+    return out[:, 0], out[:, 1].astype(np.int64), out[:, 2].astype(np.int64), [ln for ln, _ in rows[1:]]
+
+
+@dataclass
+class Traffic:
+    """Requests in arrival order: arrival (s), prompt tokens (the system prefix excluded), the
+    output tokens of each sample (requests x samples), and the most a request may ask for."""
+
+    arrival: np.ndarray
+    prompt: np.ndarray
+    outputs: np.ndarray
+    max_output: int
+    shared_prefix: int = 0
+    where: list = field(default_factory=list)  # how to name request i in an error
+
+    @property
+    def n(self) -> int:
+        return len(self.arrival)
+
+
+def make_traffic(requests=None, rate=None, trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT,
+                 samples=1, shared_prefix=0, seed=0) -> Traffic:
+    """Arrivals, lengths and samples; each random quantity has its own stream of the seed, so
+    changing one (say, the output distribution) leaves the others as they were."""
+    samples = _whole(samples, "--samples")
+    shared_prefix = _whole(shared_prefix, "--shared-prefix", 0)
+    rng = [np.random.default_rng([int(seed), k]) for k in range(3)]
+    if trace is not None:
+        if rate is not None:
+            raise SpecError("--rate", None, "the trace gives the arrival times; drop --rate or --trace")
+        for opt, v, d in (("--prompt-len", prompt_len, DEFAULT_PROMPT), ("--output-len", output_len, DEFAULT_OUTPUT)):
+            if v is not None and str(v) != d:
+                raise SpecError(opt, None, "the trace gives the lengths; drop it or --trace")
+        arr, pr, out, lines = read_trace(trace)
+        if requests is not None:
+            n = _whole(requests, "--requests")
+            if n > len(arr):
+                raise SpecError("--requests", None, f"{n} requested but {trace} has {len(arr)} rows")
+            arr, pr, out, lines = arr[:n], pr[:n], out[:n], lines[:n]
+        order = np.argsort(arr, kind="stable")
+        where = [f"{trace}: row {lines[i]}" for i in order]
+        outs = np.repeat(out[order, None], samples, axis=1)  # every sample asks for the row's tokens
+        return Traffic(arr[order], pr[order], outs, int(out.max()), shared_prefix, where)
+    n = _whole(64 if requests is None else requests, "--requests")
+    P = parse_lengths(prompt_len or DEFAULT_PROMPT, "--prompt-len")
+    O = parse_lengths(output_len or DEFAULT_OUTPUT, "--output-len")
+    if rate is None:
+        arr = np.zeros(n)
+    else:
+        r = float(rate)
+        if not (math.isfinite(r) and r > 0):
+            raise SpecError("--rate", None, f"must be a positive number of requests per second, got {rate!r}")
+        arr = np.cumsum(rng[0].exponential(1.0 / r, size=n))  # Poisson: exponential gaps
+        arr -= arr[0]  # the first request opens the run
+    return Traffic(arr, P.draw(rng[1], n), O.draw(rng[2], (n, samples)), O.max, shared_prefix,
+                   [f"request {i}" for i in range(n)])
+
+
+def _whole(v, opt, minimum=1) -> int:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if not math.isfinite(x) or x < minimum or x != int(x):
+        raise SpecError(opt, None, f"must be a whole number >= {minimum}, got {v!r}")
+    return int(x)
+
+
+# ---------------------------------------------------------------- step cost
+class StepCost:
+    """Iteration time from engine.mixed_step, cached on the (quantized) batch composition."""
+
+    def __init__(self, model: Model, hw: Hardware, prec: Precision, quantum: int = 16):
+        self.model, self.hw, self.prec, self.q = model, hw, prec, _whole(quantum, "--cost-quantum")
+        self.cache: dict = {}
+        self.calls = 0
+
+    def __call__(self, rows) -> float:
+        """rows: (T_i, S_i) of every sequence in the iteration."""
+        q = self.q
+        key = tuple(sorted((T, -(-S // q) * q if T == 1 else S) for T, S in rows))
+        t = self.cache.get(key)
+        if t is None:
+            a = np.array(key, dtype=np.float64)
+            t = self.cache[key] = engine.mixed_step(self.model, self.hw, a[:, 0], a[:, 1], self.prec)["latency_s"]
+            self.calls += 1
+        return t
+
+
+# ---------------------------------------------------------------- the simulator
+@dataclass
+class SimResult:
+    """One policy's run: a summary row, one row per request and one per iteration (the timeline)."""
+
+    summary: dict
+    requests: dict
+    timeline: dict
+
+
+TIMELINE = ("step", "t_start_s", "duration_s", "kind", "rows", "decode_rows", "prefill_tokens", "generated",
+            "running", "slots_used", "waiting", "kv_used_bytes", "kv_reserved_bytes", "kv_internal_bytes",
+            "kv_future_bytes", "kv_external_bytes", "kv_saved_bytes", "preempted")
+
+
+class _Sim:
+    def __init__(self, tr: Traffic, sizes: KVSizes, cost: StepCost, slots, mem):
+        self.tr, self.sizes, self.cost, self.mem = tr, sizes, cost, mem
+        self.slots = math.inf if slots is None else slots
+        prompts = tr.prompt + tr.shared_prefix
+        self.groups = [Group(i, prompts[i], tr.outputs[i]) for i in range(tr.n)]
+        self.log: list = []  # one tuple per iteration, in TIMELINE order
+        self.t = float(tr.arrival[0]) if tr.n else 0.0
+        self.generated = 0
+
+    def record(self, dt, kind, rows, dec, pre_tok, gen, running, slots_used, waiting, kv, preempted):
+        self.log.append((len(self.log), self.t, dt, kind, rows, dec, pre_tok, gen, running, slots_used, waiting,
+                         *kv, preempted))
+
+    # -- static: one padded batch at a time ------------------------------------------
+    def static(self, max_output: int) -> None:
+        tr, sz, groups = self.tr, self.sizes, self.groups
+        nxt, waiting = 0, deque()
+        while nxt < tr.n or waiting:
+            while nxt < tr.n and tr.arrival[nxt] <= self.t:
+                waiting.append(groups[nxt])
+                nxt += 1
+            if not waiting:
+                self.t = float(tr.arrival[nxt])
+                continue
+            batch, rows, pmax = [], 0, 0
+            while waiting:  # up to `slots` rows whose padded rectangle fits; the first always fits (checked)
+                g = waiting[0]
+                r, p = rows + len(g.outs), max(pmax, g.prompt)
+                L = min(sz.max_context, p + max_output)
+                if batch and (r > self.slots or sz.bytes(r * L, r) > sz.capacity):
+                    break
+                batch.append(waiting.popleft())
+                rows, pmax = r, p
+            L = min(sz.max_context, pmax + max_output)
+            reserved = sz.bytes(rows * L, rows)
+            outs = np.concatenate([g.outs for g in batch])
+            prompts = np.concatenate([[g.prompt] * len(g.outs) for g in batch])
+            k = np.arange(int(outs.max()))  # k = 0: prefill of every row at the longest prompt; then decodes
+            dt = np.array([self.cost([(pmax, pmax)] * rows)] +
+                          [self.cost([(1, pmax + j)] * rows) for j in range(1, k.size)])
+            gen = np.sum(outs[None, :] > k[:, None], axis=1)  # rows past their output produce padding
+            held = sz.bytes(np.sum(prompts[None, :] + np.minimum(k[:, None] + 1, outs[None, :]), axis=1), rows)
+            start = self.t + np.concatenate([[0.0], np.cumsum(dt)[:-1]])
+            end = start + dt
+            n = k.size
+            self.log.extend(zip(range(len(self.log), len(self.log) + n), start, dt,
+                                ["prefill"] + ["decode"] * (n - 1), [rows] * n, [0] + [rows] * (n - 1),
+                                [rows * pmax] + [0] * (n - 1), gen, [rows] * n, [rows] * n, [len(waiting)] * n,
+                                held, [reserved] * n, reserved - held, [0.0] * n, [0.0] * n, [0.0] * n, [0] * n))
+            self.generated += int(gen.sum())
+            for g in batch:
+                g.first, g.last = end[0], end[max(g.outs) - 1]
+            self.t = float(end[-1])
+            for g in batch:
+                g.done = self.t
+                g.completions += 1
+
+    # -- continuous: iteration-level scheduling ----------------------------------------
+    def continuous(self, prefill: str, budget) -> None:
+        tr, mem, groups = self.tr, self.mem, self.groups
+        budget = math.inf if budget is None else budget
+        nxt, waiting, running = 0, deque(), []
+        used_slots = 0
+        while True:
+            while nxt < tr.n and tr.arrival[nxt] <= self.t:
+                waiting.append(groups[nxt])
+                nxt += 1
+            if not running and not waiting:
+                if nxt >= tr.n:
+                    break
+                self.t = float(tr.arrival[nxt])
+                continue
+            # room for every running group's held tokens, oldest first; a shortage preempts the newest
+            preempted, i = 0, 0
+            while i < len(running):
+                if mem.update(running[i]):
+                    i += 1
+                    continue
+                v = running.pop()
+                mem.release(v)
+                v.reset()
+                used_slots -= v.slots
+                waiting.appendleft(v)  # victims leave newest first, so the queue stays in arrival order
+                preempted += 1
+            # admission: FIFO, while a slot is free and the KV manager has room
+            while not preempted and waiting and used_slots + waiting[0].slots <= self.slots and mem.admit(waiting[0]):
+                g = waiting.popleft()
+                running.append(g)
+                used_slots += g.slots
+                if mem.sys_ready:  # prefix cache: the shared system prompt's blocks are already computed
+                    for s in g.seqs:
+                        s.ctx = max(s.ctx, mem.sys_tokens)
+            # the iteration's batch
+            seqs = [s for g in running for s in g.seqs]
+            if prefill == "separate" and any(s.left > 1 for s in seqs):
+                rows, left = [], budget
+                for s in (s for s in seqs if s.left > 1):
+                    if rows and s.left > left:
+                        break  # FIFO: whole prompts while the budget lasts, at least one
+                    rows.append((s, s.left))
+                    left -= s.left
+                kind = "prefill"
+            else:
+                rows = [(s, 1) for s in seqs if s.left == 1]
+                left = budget - len(rows)
+                for s in seqs:
+                    if s.left > 1 and left > 0:
+                        c = int(min(s.left, left))
+                        rows.append((s, c))
+                        left -= c
+                kind = "decode" if all(c == 1 for _, c in rows) else "mixed"
+            dt = self.cost([(c, s.ctx + c) for s, c in rows])
+            t_end = self.t + dt
+            gen, finished = 0, []
+            for s, c in rows:
+                s.ctx += c
+                if mem.sys_tokens and not mem.sys_ready and s.ctx >= mem.sys_tokens:
+                    mem.sys_ready = True  # the shared prefix is computed: later requests skip it
+                if s.ctx < s.known:
+                    continue
+                g = s.group  # the sequence produced a token
+                if g.first < 0:
+                    g.first = t_end
+                g.last = t_end
+                if s.out is None:  # a prompt's first token: fork into its samples
+                    new = g.fork()
+                    gen += len(new)
+                    finished += [x for x in new if x.out == 1]
+                else:
+                    s.known += 1
+                    s.gen += 1
+                    gen += 1
+                    if s.gen == s.out:
+                        finished.append(s)
+            for s in finished:
+                g = s.group
+                g.seqs.remove(s)
+                used_slots -= 1
+                mem.drop(g, s)  # its own memory goes back at once
+                if not g.seqs:
+                    mem.release(g)
+                    running.remove(g)
+                    g.done = t_end
+                    g.completions += 1
+            dec = sum(1 for _, c in rows if c == 1)
+            self.record(dt, kind, len(rows), dec, sum(c for _, c in rows if c > 1), gen,
+                        sum(len(g.seqs) for g in running), used_slots, len(waiting),
+                        mem.snapshot(waiting[0] if waiting else None), preempted)
+            self.t = t_end
+            self.generated += gen
+
+    def result(self, policy: str, label: dict) -> SimResult:
+        tr, gs = self.tr, self.groups
+        arrival = tr.arrival
+        first = np.array([g.first for g in gs])
+        last = np.array([g.last for g in gs])
+        done = np.array([g.done for g in gs])
+        longest = tr.outputs.max(axis=1)
+        lat, ttft = done - arrival, first - arrival
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(longest > 1, (last - first) / (longest - 1), np.nan)
+        span = float(done.max() - arrival.min())
+        cols = list(zip(*self.log)) if self.log else [()] * len(TIMELINE)
+        log = {k: np.asarray(v, dtype=object if k == "kind" else np.float64) for k, v in zip(TIMELINE, cols)}
+        busy = np.sum(log["duration_s"])
+
+        def tmean(col):  # time-weighted over the iterations (exact for a constant column)
+            x = log[col]
+            if busy <= 0:
+                return 0.0
+            return float(x.min() + np.sum((x - x.min()) * log["duration_s"]) / busy)
+
+        def pct(x, q):
+            x = x[np.isfinite(x)]
+            return float(np.percentile(x, q)) if x.size else float("nan")
+
+        s = {"policy": policy, **label, "requests": tr.n, "sequences": int(tr.outputs.size),
+             "tokens": self.generated, "makespan_s": span,
+             "throughput_tok_s": self.generated / span if span > 0 else math.nan}
+        for name, x in (("latency", lat), ("ttft", ttft), ("tpot", tpot)):
+            fin = x[np.isfinite(x)]
+            s[f"mean_{name}_s"] = float(fin.mean()) if fin.size else float("nan")
+            for q in (50, 90, 99):
+                s[f"p{q}_{name}_s"] = pct(x, q)
+        s.update(steps=len(log["step"]), preemptions=int(sum(g.preemptions for g in gs)),
+                 mean_running=tmean("running"), peak_running=float(np.max(log["running"], initial=0)),
+                 kv_capacity_bytes=self.sizes.capacity,
+                 peak_kv_reserved_bytes=float(np.max(log["kv_reserved_bytes"], initial=0)),
+                 mean_kv_used_bytes=tmean("kv_used_bytes"), mean_kv_reserved_bytes=tmean("kv_reserved_bytes"),
+                 mean_kv_internal_bytes=tmean("kv_internal_bytes"), mean_kv_future_bytes=tmean("kv_future_bytes"),
+                 mean_kv_external_bytes=tmean("kv_external_bytes"), mean_kv_saved_bytes=tmean("kv_saved_bytes"),
+                 step_evaluations=self.cost.calls)
+        reqs = {"request": np.arange(tr.n), "arrival_s": arrival, "prompt_tokens": tr.prompt + tr.shared_prefix,
+                "output_tokens": tr.outputs.sum(axis=1), "samples": np.full(tr.n, tr.outputs.shape[1]),
+                "first_token_s": first, "last_token_s": last, "done_s": done, "ttft_s": ttft, "latency_s": lat,
+                "tpot_s": tpot, "preemptions": np.array([g.preemptions for g in gs]),
+                "completions": np.array([g.completions for g in gs])}
+        return SimResult(s, reqs, log)
+
+
+def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "continuous", slots=8,
+             kv_manager: str = "paged", block_size: int = 16, sharing: bool = True, prefill: str = "chunked",
+             token_budget=None, prec: Precision | None = None, cost_quantum: int = 16,
+             cost: StepCost | None = None) -> SimResult:
+    """Run one policy over a traffic (make_traffic) on one model and device."""
+    prec = prec or Precision()
+    for opt, v, ok in (("--policy", policy, POLICIES), ("--kv-manager", kv_manager, MANAGERS),
+                       ("--prefill", prefill, PREFILL)):
+        if v not in ok:
+            raise SpecError(opt, None, f"must be one of {', '.join(ok)}, got {v!r}")
+    slots = None if slots is None else _whole(slots, "--slots")
+    budget = None if token_budget is None else _whole(token_budget, "--token-budget")
+    sizes = kv_sizes(model, hw, prec)
+    cost = cost or StepCost(model, hw, prec, cost_quantum)
+    if kv_manager == "paged":
+        mem = Paged(sizes, _whole(block_size, "--block-size"), sharing, traffic.shared_prefix)
+    else:
+        mem = Contiguous(sizes, traffic.max_output)
+    sim = _Sim(traffic, sizes, cost, slots, mem)
+    if kv_manager == "contiguous":
+        mem.min_region = min(sizes.bytes(mem.region_tokens(g)) for g in sim.groups)
+    _check(sim, traffic, model, policy, slots)
+    if policy == "static":
+        sim.static(traffic.max_output)
+        label = {"kv_manager": "padded", "prefill": "batch"}
+    else:
+        sim.continuous(prefill, budget)
+        label = {"kv_manager": kv_manager + ("+shared" if kv_manager == "paged" and sharing else ""),
+                 "prefill": prefill if budget is None else f"{prefill}/{budget}"}
+    return sim.result(policy, {**label, "slots": math.inf if slots is None else slots})
+
+
+def _check(sim: _Sim, tr: Traffic, model: Model, policy: str, slots) -> None:
+    """Every request must be able to run alone: within max_context, its samples within the slots,
+    and its cache within the memory left after the weights."""
+    sz = sim.sizes
+    for g, where in zip(sim.groups, tr.where):
+        longest = max(g.outs)
+        if g.prompt + longest > sz.max_context:
+            raise SpecError(where, None, f"prompt {g.prompt} + output {longest} tokens exceed {model.name}'s "
+                                         f"max_context ({sz.max_context})")
+        if slots is not None and len(g.outs) > slots:
+            raise SpecError("--samples", None, f"{len(g.outs)} samples need {len(g.outs)} slots; --slots is {slots}")
+        n = len(g.outs)
+        alone = (sz.bytes(n * min(sz.max_context, g.prompt + tr.max_output), n) <= sz.capacity
+                 if policy == "static" else sim.mem.fits_alone(g))
+        if not alone:
+            raise SpecError(where, None, f"its KV cache does not fit in the {sz.capacity:.4g} B left after "
+                                         f"{model.name}'s weights")
+
+
+# ---------------------------------------------------------------- query layer (dict-of-columns tables)
+def _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets):
+    from . import api
+
+    prec = api._prec(weights_dtype, kv_dtype, act_dtype)
+    models, hws = api.specs(model, hardware, sets)
+    if len(models) != 1 or len(hws) != 1:
+        raise SpecError("-m/-H", None, "the simulator takes one model and one hardware")
+    return models[0], hws[0], prec
+
+
+def _slots(slots):
+    if slots is None or str(slots).strip().lower() in ("none", "inf"):
+        return None
+    return _whole(slots, "--slots")
+
+
+def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None,
+               trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
+               block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
+               seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
+               cost_quantum=16) -> list:
+    """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic."""
+    pols = POLICIES if policy == "both" else (policy,)
+    if policy != "both" and policy not in POLICIES:
+        raise SpecError("--policy", None, f"must be static, continuous or both, got {policy!r}")
+    m, hw, prec = _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets)
+    tr = make_traffic(requests, rate, trace, prompt_len, output_len, samples, shared_prefix, seed)
+    cost = StepCost(m, hw, prec, cost_quantum)
+    return [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
+                     cost=cost) for p in pols]
+
+
+SUMMARY = ["policy", "kv_manager", "prefill", "slots", "requests", "sequences", "tokens", "makespan_s",
+           "throughput_tok_s", "mean_latency_s", "p50_latency_s", "p90_latency_s", "p99_latency_s", "mean_ttft_s",
+           "p50_ttft_s", "p90_ttft_s", "p99_ttft_s", "mean_tpot_s", "p50_tpot_s", "p90_tpot_s", "p99_tpot_s",
+           "steps", "preemptions", "mean_running", "peak_running", "kv_capacity_bytes", "peak_kv_reserved_bytes",
+           "mean_kv_used_bytes", "mean_kv_reserved_bytes", "mean_kv_internal_bytes", "mean_kv_external_bytes",
+           "mean_kv_saved_bytes"]
+
+
+def _table(rows: list, cols: list) -> dict:
+    return {c: np.asarray([r[c] for r in rows], dtype=object if isinstance(rows[0][c], str) else np.float64)
+            for c in cols}
+
+
+@functools.wraps(serve_runs)
+def serve_sim(*args, **kw) -> dict:
+    return _table([r.summary for r in serve_runs(*args, **kw)], SUMMARY)
+
+
+serve_sim.__doc__ = """One summary row per policy (serve_runs' arguments): throughput, latency, TTFT and TPOT
+percentiles, occupancy and KV use."""
+
+
+def timeline(results: list) -> dict:
+    """The iterations of several runs as one table with a policy column (for plots and CSV)."""
+    parts = [{"policy": np.full(len(r.timeline["step"]), r.summary["policy"], dtype=object), **r.timeline}
+             for r in results]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+KV_REPORT = ["manager", "block_size", "requests", "peak_sequences", "mean_sequences", "kv_capacity_bytes",
+             "peak_reserved_bytes", "mean_used_bytes", "mean_reserved_bytes", "utilization", "mean_internal_bytes",
+             "mean_future_bytes", "mean_external_bytes", "mean_saved_bytes", "preemptions", "throughput_tok_s",
+             "mean_latency_s"]
+
+
+def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
+              prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, block_size=16, shared_prefix=0, samples=1,
+              prefill="chunked", token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
+              sets=None, cost_quantum=16) -> dict:
+    """The same traffic under continuous batching with each KV manager: contiguous reservation,
+    paged, paged with prefix sharing (one row each per block size). Memory columns are means over
+    time (weighted by iteration), so they describe the run, not one instant."""
+    m, hw, prec = _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets)
+    tr = make_traffic(256 if requests is None and trace is None else requests, rate, trace, prompt_len, output_len,
+                  samples, shared_prefix, seed)
+    blocks = block_size if isinstance(block_size, (list, tuple)) else [block_size]
+    blocks = [_whole(b, "--block-size") for b in blocks]
+    cost = StepCost(m, hw, prec, cost_quantum)
+    runs = [("contiguous", 0, "contiguous", True)]
+    for b in blocks:
+        runs += [("paged", b, "paged", False), ("paged+shared", b, "paged", True)]
+    rows = []
+    for name, b, mgr, share in runs:
+        s = simulate(m, hw, tr, "continuous", _slots(slots), mgr, b or 16, share, prefill, token_budget, prec,
+                     cost=cost).summary
+        rows.append({"manager": name, "block_size": b if b else math.nan, "requests": s["requests"],
+                     "peak_sequences": s["peak_running"], "mean_sequences": s["mean_running"],
+                     "kv_capacity_bytes": s["kv_capacity_bytes"], "peak_reserved_bytes": s["peak_kv_reserved_bytes"],
+                     "mean_used_bytes": s["mean_kv_used_bytes"], "mean_reserved_bytes": s["mean_kv_reserved_bytes"],
+                     "utilization": s["mean_kv_used_bytes"] / s["mean_kv_reserved_bytes"],
+                     "mean_internal_bytes": s["mean_kv_internal_bytes"], "mean_future_bytes": s["mean_kv_future_bytes"],
+                     "mean_external_bytes": s["mean_kv_external_bytes"], "mean_saved_bytes": s["mean_kv_saved_bytes"],
+                     "preemptions": s["preemptions"], "throughput_tok_s": s["throughput_tok_s"],
+                     "mean_latency_s": s["mean_latency_s"]})
+    return _table(rows, KV_REPORT)

@@ -1,0 +1,277 @@
+"""The serving simulator: conservation, causality, the batching law, KV memory laws, traces, the CLI."""
+import csv
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import perfmodel.cli_serving  # noqa: F401  registers serve-sim and kv-memory
+from perfmodel import engine
+from perfmodel.cli import main
+from perfmodel.errors import SpecError
+from perfmodel.kvmemory import Group, Paged, kv_sizes
+from perfmodel.ops import Precision
+from perfmodel.serving import StepCost, Traffic, make_traffic, parse_lengths, serve_runs, simulate
+from perfmodel.specs import load_hardware, load_model
+
+M, HW = load_model("llama-2-13b"), load_hardware("h100-sxm")
+PREC = Precision()
+COST = StepCost(M, HW, PREC, 16)  # shared cache; step times do not depend on the memory capacity
+SIZES = kv_sizes(M, HW, PREC)
+
+
+def tight(tokens: int):
+    """The H100 with room for only `tokens` tokens of KV after the weights."""
+    return HW.replace(memory_capacity=SIZES.weights + tokens * SIZES.per_token)
+
+
+def traffic(reqs, samples=1, prefix=0, at0=False):
+    """reqs: (gap to the previous arrival s, prompt tokens, output tokens of each sample)."""
+    arr = np.cumsum([0.0] + [r[0] for r in reqs[1:]]) * (not at0)
+    out = np.array([list(r[2])[:samples] for r in reqs])
+    names = [f"r{i}" for i in range(len(reqs))]
+    return Traffic(arr, np.array([r[1] for r in reqs]), out, int(out.max()), prefix, names)
+
+
+requests_st = st.lists(st.tuples(st.floats(0, 0.3), st.integers(1, 600), st.lists(st.integers(1, 60), min_size=3,
+                                                                                     max_size=3)),
+                       min_size=1, max_size=24)
+config_st = st.fixed_dictionaries({
+    "policy": st.sampled_from(["static", "continuous"]), "kv_manager": st.sampled_from(["paged", "contiguous"]),
+    "sharing": st.booleans(), "prefill": st.sampled_from(["chunked", "separate"]),
+    "token_budget": st.sampled_from([None, 64, 700]), "block_size": st.sampled_from([1, 16, 32]),
+    "slots": st.sampled_from([None, 3, 8])})
+
+
+def check_run(r, tr):
+    q, tl = r.requests, r.timeline
+    # conservation: every request completes exactly once, and the tokens made are the tokens asked for
+    assert np.all(q["completions"] == 1)
+    assert r.summary["tokens"] == tl["generated"].sum() == tr.outputs.sum() == q["output_tokens"].sum()
+    # causality: nothing happens before it arrives, and no latency is negative
+    assert np.all(q["ttft_s"] > 0) and np.all(q["latency_s"] >= q["ttft_s"])
+    assert np.all(q["last_token_s"] >= q["first_token_s"]) and np.all(q["done_s"] >= q["last_token_s"])
+    assert np.all(np.isnan(q["tpot_s"]) | (q["tpot_s"] >= 0))
+    # every iteration takes time, and they do not overlap
+    assert np.all(tl["duration_s"] > 0) and np.all(np.diff(tl["t_start_s"]) >= tl["duration_s"][:-1] * (1 - 1e-12))
+    # KV memory: what is held fits in what is reserved, which fits in what is left after the weights
+    cap = r.summary["kv_capacity_bytes"]
+    assert np.all(tl["kv_used_bytes"] <= tl["kv_reserved_bytes"] * (1 + 1e-12))
+    assert np.all(tl["kv_reserved_bytes"] <= cap * (1 + 1e-12))
+    for part in ("kv_internal_bytes", "kv_future_bytes", "kv_external_bytes", "kv_saved_bytes"):
+        assert np.all(tl[part] >= -1e-6 * cap)
+    if r.summary["slots"] != np.inf:
+        assert np.all(tl["slots_used"] <= r.summary["slots"])
+
+
+@given(requests_st, st.integers(1, 3), st.integers(0, 40), st.booleans(), config_st, st.sampled_from([None, 900]))
+def test_every_request_finishes_once_with_its_tokens_and_no_negative_latency(reqs, n, prefix, at0, cfg, room):
+    tr = traffic(reqs, n, prefix, at0)
+    hw = HW if room is None else tight(room * n + 700)  # room: memory tight enough to force preemptions
+    if cfg["slots"] is not None and n > cfg["slots"]:
+        cfg = dict(cfg, slots=n)
+    check_run(simulate(M, hw, tr, prec=PREC, cost=COST, **cfg), tr)
+
+
+@given(requests_st, st.integers(1, 8), st.integers(1, 2), st.booleans(), st.sampled_from(["paged", "contiguous"]))
+def test_continuous_batching_never_loses_to_static_batching_on_throughput(reqs, slots, n, at0, kv):
+    """Same trace, same slots, memory not the limit, prompts joining the step whole (Orca)."""
+    tr = traffic(reqs, n, 0, at0)
+    slots = max(slots, n)
+    s = simulate(M, HW, tr, "static", slots, prec=PREC, cost=COST).summary
+    c = simulate(M, HW, tr, "continuous", slots, kv, prec=PREC, cost=COST).summary
+    assert c["throughput_tok_s"] >= s["throughput_tok_s"] * (1 - 1e-12)
+
+
+def test_prefill_only_iterations_can_cost_continuous_batching_its_lead():
+    """The law needs prompts to ride in decode steps: with separate prefill iterations, short staggered
+    outputs make every arrival stall the decodes, and static batching comes out ahead."""
+    tr = traffic([(0.0, 64, [o]) for o in [2, 3] * 10], at0=True)
+    s = simulate(M, HW, tr, "static", 2, prec=PREC, cost=COST).summary
+    sep = simulate(M, HW, tr, "continuous", 2, prefill="separate", prec=PREC, cost=COST).summary
+    orca = simulate(M, HW, tr, "continuous", 2, prefill="chunked", prec=PREC, cost=COST).summary
+    assert sep["throughput_tok_s"] < s["throughput_tok_s"] < orca["throughput_tok_s"]
+
+
+def test_the_story_continuous_batching_wins_throughput_and_latency():
+    """64 requests, 8 slots, skewed outputs (median 18, up to 231), one H100."""
+    for rate, factor in ((None, 2), (20, 4)):
+        s, c = (r.summary for r in serve_runs("llama-2-13b", "h100-sxm", "both", 64, 8, rate,
+                                              output_len="lognormal:median=18,max=231"))
+        assert c["throughput_tok_s"] > s["throughput_tok_s"]
+        assert s["mean_latency_s"] > factor * c["mean_latency_s"]
+
+
+def test_static_requests_return_when_their_batch_ends():
+    tr = traffic([(0.0, 100, [o]) for o in (1, 5, 30, 2)], at0=True)
+    q = simulate(M, HW, tr, "static", 2, prec=PREC, cost=COST).requests
+    assert q["done_s"][0] == q["done_s"][1] < q["done_s"][2] == q["done_s"][3]
+    assert q["last_token_s"][0] < q["done_s"][0]  # its own tokens were done earlier
+
+
+@given(requests_st, st.integers(1, 3), st.integers(0, 100), st.sampled_from([1, 7, 16, 64]), st.booleans())
+def test_paged_internal_fragmentation_stays_below_one_block_per_sequence(reqs, n, prefix, block, share):
+    tr = traffic(reqs, n, prefix)
+    r = simulate(M, tight(3000 * n), tr, "continuous", None, "paged", block, share, prec=PREC, cost=COST)
+    tl = r.timeline
+    block_bytes = block * SIZES.per_token
+    assert np.all(tl["kv_internal_bytes"] < np.maximum(tl["running"], 1) * block_bytes)
+    assert np.all(tl["kv_external_bytes"] == 0)
+
+
+def _group(rid, prompt, outs, known):
+    g = Group(rid, prompt, outs)
+    if known:  # forked, each sample holding prompt + some generated tokens
+        g.fork()
+        for s, k in zip(g.seqs, known):
+            s.known = prompt + k
+    return g
+
+
+@given(st.lists(st.tuples(st.integers(1, 300), st.lists(st.integers(1, 50), min_size=1, max_size=4), st.booleans()),
+                min_size=1, max_size=12), st.integers(0, 100), st.sampled_from([1, 16, 32]))
+def test_sharing_never_increases_memory_and_saves_exactly_what_it_reports(groups, prefix, block):
+    """The same groups in the same states, with and without sharing: the shared cache is never larger,
+    and the difference is the `saved` it reports."""
+    shared, private = Paged(SIZES, block, True, prefix), Paged(SIZES, block, False, prefix)
+    for i, (p, outs, forked) in enumerate(groups):
+        for mgr in (shared, private):
+            g = _group(i, prefix + p, outs, [1 + (7 * i + j) % 40 for j in range(len(outs))] if forked else None)
+            assert mgr.admit(g) and mgr.update(g)
+        used_s, res_s, _, _, _, saved = shared.snapshot()
+        used_p, res_p, _, _, _, saved_p = private.snapshot()
+        assert res_s <= res_p and used_s <= used_p and saved_p == 0
+        assert res_p - res_s == pytest.approx(saved, rel=1e-12, abs=1e-6)
+
+
+def test_sharing_a_system_prompt_buys_concurrency_and_throughput_when_memory_is_the_limit():
+    tr = make_traffic(96, prompt_len=32, output_len="lognormal:median=64,max=256", shared_prefix=1024)
+    hw = tight(40_000)
+    runs = {share: simulate(M, hw, tr, "continuous", None, "paged", 16, share, prec=PREC, cost=COST).summary
+            for share in (False, True)}
+    assert runs[True]["peak_running"] > runs[False]["peak_running"]
+    assert runs[True]["throughput_tok_s"] > runs[False]["throughput_tok_s"]
+    assert runs[True]["mean_kv_saved_bytes"] > 0 == runs[False]["mean_kv_saved_bytes"]
+
+
+def test_paging_fits_more_sequences_and_serves_more_when_memory_is_the_limit():
+    tr = make_traffic(256, prompt_len=128, output_len="lognormal:median=256,max=2048")
+    c = simulate(M, HW, tr, "continuous", None, "contiguous", prec=PREC, cost=COST).summary
+    p = simulate(M, HW, tr, "continuous", None, "paged", prec=PREC, cost=COST).summary
+    assert p["peak_running"] > c["peak_running"] and p["throughput_tok_s"] > c["throughput_tok_s"]
+    assert c["mean_kv_internal_bytes"] > p["mean_kv_internal_bytes"]
+
+
+def step(rows):
+    return engine.mixed_step(M, HW, [t for t, _ in rows], [s for _, s in rows], PREC)["latency_s"]
+
+
+@given(st.lists(st.tuples(st.sampled_from([1, 1, 1, 7, 300]), st.integers(1, 3000)), min_size=1, max_size=12),
+       st.integers(1, 64))
+def test_step_cost_is_mixed_step_and_quantizing_charges_at_most_q_minus_1_more_tokens(rows, q):
+    rows = [(t, max(s, t)) for t, s in rows]
+    assert StepCost(M, HW, PREC, 1)(rows) == step(rows)
+    padded = [(t, s + (q - 1) * (t == 1)) for t, s in rows]
+    assert step(rows) <= StepCost(M, HW, PREC, q)(rows) <= step(padded)
+
+
+def test_the_step_cost_depends_on_the_batch_composition():
+    c = StepCost(M, HW, PREC, 1)
+    assert c([(1, 100)] * 8) < c([(1, 2000)] * 8) < c([(1, 2000)] * 7 + [(512, 512)])
+
+
+def test_lengths_distributions_respect_their_parameters():
+    rng = np.random.default_rng(0)
+    x = parse_lengths("lognormal:median=18,max=231", "--output-len").draw(rng, 100_001)
+    assert x.min() >= 1 and x.max() == 231 and np.median(x) == 18
+    u = parse_lengths("uniform:5,9", "o").draw(rng, 1000)
+    assert set(u) == {5, 6, 7, 8, 9}
+    assert set(parse_lengths("fixed:7", "o").draw(rng, 5)) == {7} and parse_lengths("7", "o").max == 7
+
+
+@pytest.mark.parametrize("spec", ["lognormal:median=18", "uniform:9,5", "fixed:0", "poisson:3",
+                                  "lognormal:mean=3,max=9", "12.5", "uniform:1,2,3"])
+def test_bad_length_specs_are_one_line_errors(spec):
+    with pytest.raises(SpecError, match="--output-len"):
+        parse_lengths(spec, "--output-len")
+
+
+def test_same_seed_same_traffic_other_seed_other_traffic():
+    a, b, c = (make_traffic(50, rate=3.0, output_len="uniform:1,100", seed=s) for s in (1, 1, 2))
+    assert np.array_equal(a.arrival, b.arrival) and np.array_equal(a.outputs, b.outputs)
+    assert not np.array_equal(a.arrival, c.arrival) and not np.array_equal(a.outputs, c.outputs)
+    d = make_traffic(50, rate=3.0, output_len="fixed:9", seed=1)  # lengths change, arrivals do not
+    assert np.array_equal(a.arrival, d.arrival)
+
+
+def write_trace(path, rows, header=("arrival_s", "prompt_tokens", "output_tokens")):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return str(path)
+
+
+def test_a_trace_drives_the_simulation(tmp_path, capsys):
+    path = write_trace(tmp_path / "t.csv", [(0.2, 300, 5), (0.0, 100, 40), (0.1, 50, 1)])
+    assert main(["serve-sim", "--trace", path, "--policy", "continuous", "--format", "json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    assert r["requests"] == 3 and r["tokens"] == 46
+
+
+@pytest.mark.parametrize("rows, where", [
+    ([(0, 10, 5), (0.5, 10, "x")], "row 3, column output_tokens"),
+    ([(0, 10, 5), (-1, 10, 5)], "row 3, column arrival_s"),
+    ([(0, 2.5, 5)], "row 2, column prompt_tokens"),
+    ([(0, 10)], "row 2: expected 3 fields"),
+])
+def test_trace_errors_name_the_file_row_and_column(tmp_path, capsys, rows, where):
+    path = write_trace(tmp_path / "bad.csv", rows)
+    assert main(["serve-sim", "--trace", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("perfmodel: error: ") and f"{path}: {where}" in err
+
+
+def test_a_trace_without_the_columns_is_refused(tmp_path, capsys):
+    path = write_trace(tmp_path / "h.csv", [(0, 1, 1)], header=("time", "prompt_tokens", "output_tokens"))
+    assert main(["serve-sim", "--trace", path]) == 2
+    assert f"{path}: row 1: header lacks column arrival_s" in capsys.readouterr().err
+
+
+def test_serve_sim_json_contract_and_timeline_csv(tmp_path, capsys):
+    out = tmp_path / "tl.csv"
+    assert main(["serve-sim", "--requests", "12", "--slots", "4", "--timeline", str(out), "--format", "json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    keys = {"policy", "requests", "throughput_tok_s", "mean_latency_s", "p50_latency_s", "p99_latency_s",
+            "mean_ttft_s", "mean_tpot_s"}
+    assert [r["policy"] for r in recs] == ["static", "continuous"] and all(keys <= set(r) for r in recs)
+    with open(out) as f:
+        tl = list(csv.DictReader(f))
+    assert {r["policy"] for r in tl} == {"static", "continuous"}
+    assert sum(int(r["generated"]) for r in tl) == sum(r["tokens"] for r in recs)
+    assert max(int(r["slots_used"]) for r in tl) <= 4
+
+
+def test_kv_memory_report_compares_the_managers(capsys):
+    assert main(["kv-memory", "--requests", "64", "--shared-prefix", "256", "--block-size", "16,32",
+                 "--format", "json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    assert [(r["manager"], r["block_size"]) for r in recs] == [
+        ("contiguous", None), ("paged", 16), ("paged+shared", 16), ("paged", 32), ("paged+shared", 32)]
+    cont, paged, shared = recs[:3]
+    assert paged["mean_future_bytes"] == 0 == paged["mean_external_bytes"]
+    assert cont["utilization"] < paged["utilization"]
+    assert shared["mean_saved_bytes"] > 0
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--policy", "dynamic"], "--policy"), (["--kv-manager", "buddy"], "--kv-manager"),
+    (["--rate", "-1"], "--rate"), (["--samples", "9"], "--samples"), (["--slots", "0"], "--slots"),
+    (["--prompt-len", "4000", "--output-len", "200"], "max_context"), (["--set", "memory_capacity=20GB"], "weights"),
+    (["-m", "llama-2-13b,llama-2-7b"], "one model"), (["--rate", "2", "--trace", "x.csv"], "--rate"),
+])
+def test_bad_serving_options_are_one_line_errors(capsys, argv, msg):
+    assert main(["serve-sim", "--requests", "4", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and msg in err
