@@ -78,5 +78,57 @@ fig = plots.kv(variants)  # a matplotlib Figure: restyle it here
 """),
 ]
 
+SERVE = [
+    ("markdown", """
+# Serving and speculative what-ifs
+
+Continuous against static batching on the same traffic, paged KV memory and prefix sharing, and
+when a draft model pays off, with perfmodel's public API (every step cost comes from the roofline).
+"""),
+    ("code", """
+import pandas as pd
+import perfmodel as pm
+from perfmodel import plots, whatif
+
+runs = pm.serve_sim("llama-2-13b", "h100-sxm", policy="both", requests=64, slots=8,
+                    output_len="lognormal:median=18,max=231", seed=0)
+runs[["policy", "throughput_tok_s", "mean_latency_s", "p99_latency_s", "mean_ttft_s", "mean_tpot_s"]]
+"""),
+    ("code", """
+s, c = runs.set_index("policy").loc["static"], runs.set_index("policy").loc["continuous"]
+print(f"continuous: {c.throughput_tok_s / s.throughput_tok_s:.2f}x the throughput, "
+      f"{s.mean_latency_s / c.mean_latency_s:.2f}x lower mean latency")
+assert c.throughput_tok_s > s.throughput_tok_s and c.mean_latency_s < s.mean_latency_s
+"""),
+    ("code", """
+fig = plots.serving("llama-2-13b", "h100-sxm", requests=64, slots=8, output_len="lognormal:median=18,max=231")
+"""),
+    ("markdown", """
+## Paged KV memory and a shared system prompt
+"""),
+    ("code", """
+pm.kv_memory("llama-2-13b", "l40s", requests=64, prompt_len=256, shared_prefix=1024)
+"""),
+    ("markdown", """
+## Speculative decoding
+The closed form over an alpha x gamma grid, then the same question with costs from the roofline:
+a 7B draft for a 70B target is nearly free at batch 1 and a loss at batch 256.
+"""),
+    ("code", """
+pd.DataFrame(whatif.speculative(alpha=[0.5, 0.7, 0.9], gamma=[1, 2, 4, 8], draft_cost=0.1))
+"""),
+    ("code", """
+rows = [pd.DataFrame(whatif.speculative(alpha=[0.8], gamma=[4], draft="llama-2-7b", target="llama-2-70b",
+                                        batch=b)) for b in (1, 16, 64, 256)]
+spec = pd.concat(rows)[["batch", "draft_cost", "verify_cost", "expected_tokens", "speedup", "slower"]]
+spec
+"""),
+    ("code", """
+assert spec.speedup.iloc[0] > 1 > spec.speedup.iloc[-1]
+fig = plots.speculative(draft_cost=0.1)
+"""),
+]
+
 if __name__ == "__main__":
     write("02-kv-variants-and-quantization.ipynb", KV)
+    write("03-serving-and-speculative.ipynb", SERVE)
