@@ -53,12 +53,19 @@ kv_memory = _frame(_serving.kv_memory)
 from .serving import make_traffic, serve_runs, simulate  # noqa: E402
 
 
+def validation(*args, **kwargs):
+    """Predicted against measured time per case of a `perfmodel measure` results folder (a DataFrame)."""
+    from . import measure as _measure
+
+    return _frame(_measure.validation)(*args, **kwargs)
+
+
 def sweep(*args, **kwargs):
     """Decode metrics over a grid; a DataFrame, or {"path", "rows", "seconds"} when `out=` streams to a file."""
     from .grid import sweep as _sweep
 
     return _sweep(*args, **kwargs)
 
-__all__ = ["serve_sim", "kv_memory", "make_traffic", "serve_runs", "simulate", "sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
+__all__ = ["validation", "serve_sim", "kv_memory", "make_traffic", "serve_runs", "simulate", "sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
            "load_model", "load_hardware", "Model", "Hardware", "Precision", "Op", "build_ops", "param_count",
            "evaluate", "max_batch", "per_sequence", "catalog_names", "parse_quantity", "SpecError"]

@@ -414,6 +414,7 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
 
 
 from . import cli_serving  # noqa: E402,F401  registers serve-sim and kv-memory
+from . import cli_measure  # noqa: E402,F401  registers measure and validate
 
 
 def _click_errors():

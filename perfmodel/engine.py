@@ -49,6 +49,7 @@ def link_cost(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, s
 def _op_terms(ops, hw, prec, layout=None, comm=True):
     peaks = _peaks(hw, prec)
     fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel launch/dispatch cost (0 for datasheet specs)
+    passes = hw.gemm_weight_passes or 1.0  # calibrated: a BLAS that packs the streamed operand moves it again
     out = []
     for op in ops:
         if op.kind == COMM:  # alpha-beta: bytes / link bandwidth + one latency per sequential step
@@ -60,6 +61,9 @@ def _op_terms(ops, hw, prec, layout=None, comm=True):
             out.append((0.0 * tm, tm, tm, 0.0))
             continue
         b = op.bytes
+        if passes != 1.0 and op.kind in (MATMUL, ATTENTION):
+            streamed = op.w_read if op.kind == MATMUL else op.kv_read
+            b = b + np.where(np.asarray(op.rows) > 1, (passes - 1.0) * streamed, 0.0)
         tc = op.flops / peaks[op.kind]
         tm = b / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
         out.append((tc, tm, np.maximum(tc, tm) + fixed, b))

@@ -84,7 +84,7 @@ class Op:
     """One operator of one layer (x count layers). Byte fields are HBM traffic per instance."""
 
     __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
-                 "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link")
+                 "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link", "rows")
 
     def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
                  act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt="", comm_bytes=0.0,
@@ -97,6 +97,9 @@ class Op:
         # collectives (kind COMM): bytes each device sends, sequential steps (latency terms), and the
         # device group ("tp", "ep" or "pp") whose link carries them; no HBM traffic is counted
         self.comm_bytes, self.comm_steps, self.link = comm_bytes, comm_steps, link
+        # rows of the product that share one streamed operand (the weights of a matmul; a KV head for
+        # the queries of its group): > 1 lets a BLAS library pack that operand (engine: gemm_weight_passes)
+        self.rows = 1.0
 
     @property
     def bytes_read(self):
@@ -186,10 +189,12 @@ class _Builder:
         w = n_mats * (fmt.nbytes(d_in * d_out, row=d_in) + (d_out * self.hb if bias else 0))
         p = n_mats * (d_in * d_out + (d_out if bias else 0))
         out_cols = n_mats * d_out - kv_out
-        return self.add(name, g, n, MATMUL, flops=2.0 * rows * d_in * d_out * n_mats, w_read=w * touched,
-                        act_read=rows * d_in * self.ab, act_write=rows * out_cols * self.ab,
-                        kv_write=rows * kv_out * self.kb, params=p * instances, w_stored=w * instances,
-                        wfmt=fmt.name)
+        op = self.add(name, g, n, MATMUL, flops=2.0 * rows * d_in * d_out * n_mats, w_read=w * touched,
+                      act_read=rows * d_in * self.ab, act_write=rows * out_cols * self.ab,
+                      kv_write=rows * kv_out * self.kb, params=p * instances, w_stored=w * instances,
+                      wfmt=fmt.name)
+        op.rows = rows / instances if instances > 1 else rows  # rows per expert (or per head) matrix
+        return op
 
     def vector(self, name, g, n, elems, flops_per, reads=1, writes=1, params=0):
         """Elementwise op over `elems` activations: reads `reads` and writes `writes` tensors of that size."""
@@ -202,7 +207,7 @@ class _Builder:
         return self.vector(name, g, n, rows * width, 7 if ln else 4, params=(2 if ln else 1) * width)
 
     # -- attention ---------------------------------------------------------------------
-    def attention_core(self, g, n, W, Nq, dqk, dv, kv_bytes_k, kv_bytes_v, from_cache=True):
+    def attention_core(self, g, n, W, Nq, dqk, dv, kv_bytes_k, kv_bytes_v, from_cache=True, group=1.0):
         """Scores and weighted sum for Nq heads of width dqk (scores) and dv (values).
 
         kv_bytes_k/v: bytes per key token per sequence of the K and V read (shared heads counted once).
@@ -216,6 +221,7 @@ class _Builder:
         qk.act_read = qk.act_read + self.M * Nq * dqk * self.ab  # Q
         av = self.add("attn_av", g, n, ATTENTION, flops=2.0 * B * pairs * Nq * dv,
                       act_write=self.M * Nq * dv * self.ab, **({"kv_read": v_read} if from_cache else {"act_read": v_read}))
+        qk.rows = av.rows = self.T * group  # query rows that share one streamed K/V head
         if self.unfused:  # the score matrix B*N*T*S_read goes to HBM: written, softmaxed, re-read
             scores = B * Nq * T * klen
             qk.act_write = scores * self.ab
@@ -245,7 +251,7 @@ class _Builder:
                 qkv.kv_stored = 2 * K * H * self.kb * (self.S if W is None else np.minimum(self.S, W))
             if m.position == "rope":  # rotate q and the new k
                 self.vector("rope", g, n, M * (N + Kown) * H, 3)
-            self.attention_core(g, n, W, N, H, H, K * H * self.kb, K * H * self.kb)
+            self.attention_core(g, n, W, N, H, H, K * H * self.kb, K * H * self.kb, group=N / K)
         self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias)
         self.allreduce("allreduce_attn", g, n, M * D)
 
@@ -268,7 +274,7 @@ class _Builder:
         self.vector("rope", g, n, M * (N + 1) * dr, 3)
         if self.phase == "decode":
             self.matmul("mla_q_absorb", g, n, M * N, dn, r, touched=N, instances=N)  # q_nope . W_UK per head
-            self.attention_core(g, n, W, N, r + dr, r, (r + dr) * self.kb, 0.0)  # latent read once
+            self.attention_core(g, n, W, N, r + dr, r, (r + dr) * self.kb, 0.0, group=N)  # latent read once
             self.matmul("mla_v_up", g, n, M * N, r, dv, touched=N, instances=N)  # . W_UV per head
         else:
             B, S = self.B, self.S

@@ -73,7 +73,7 @@ def parse_quantity(text, dimension: str, allow_zero: bool = False) -> float:
 
 
 _EXAMPLE = {"bytes": "80 GB", "bytes/s": "3.35 TB/s", "flop/s": "989 TFLOP/s", "W": "700 W", "s": "50 ms",
-            "USD/h": "2.49/h"}
+            "USD/h": "2.49/h", "ratio": "3"}
 
 
 def _fmt(x: float, unit: str, prefixes=("", "k", "M", "G", "T", "P", "E"), base=1000.0, digits=4) -> str:

@@ -1,0 +1,138 @@
+"""`perfmodel measure` and `perfmodel validate`: microbenchmarks, calibration, prediction error.
+
+    perfmodel measure --device cpu --quick --out meas/     # time the cases, write meas/measured.yaml
+    perfmodel validate meas/                               # predict the cases calibration did not use
+    perfmodel decode -H meas/measured.yaml ...             # any command takes the calibrated spec
+
+Registered on perfmodel.cli.app on import; numpy, torch and matplotlib load inside the commands.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli import Fmt, _fmt, _out, app
+from .errors import SpecError
+
+
+def _progress(total: int):
+    count = [0]
+
+    def show(rec: dict) -> None:
+        count[0] += 1
+        rate = (f"{rec['achieved_bytes_per_s'] / 1e9:8.2f} GB/s" if rec.get("achieved_bytes_per_s") else "")
+        if rec.get("achieved_flops_per_s") and rec["family"] in ("gemm", "sweep", "decode"):
+            rate += f" {rec['achieved_flops_per_s'] / 1e9:9.1f} GFLOP/s"
+        sys.stderr.write(f"[{count[0]:3d}/{total}] {rec['case']:<48} {rec['median_s'] * 1e3:10.4f} ms {rate}\n")
+        sys.stderr.flush()
+
+    return show
+
+
+@app.command()
+def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or auto (CUDA when present)."),
+            quick: bool = typer.Option(False, "--quick", help="Fewer, smaller cases (about two minutes on 2 CPU cores)."),
+            out: str = typer.Option("perfmodel-measurements", "--out", help="Folder for results and measured.yaml."),
+            like: Optional[str] = typer.Option(None, "--like", help="Datasheet spec to report efficiency factors against, e.g. h100-sxm.")):
+    """Time microbenchmarks, write the results and a calibrated hardware YAML for this machine."""
+    from . import measure as M
+    from .measure import cuda, suite
+    from .measure.calibrate import calibrate, model_yaml
+    from .specs import load_hardware
+
+    if device not in ("auto", "cuda", "cpu"):
+        raise SpecError("--device", None, f"must be cuda, cpu or auto, got {device!r}")
+    ref = load_hardware(like) if like else None  # a bad name fails before minutes of measuring
+    ok, why = cuda.available()
+    if device == "cuda" and not ok:
+        raise SpecError("--device cuda", None, f"{why}; use --device cpu to measure the CPU")
+    if device == "auto":
+        device = "cuda" if ok else "cpu"
+        sys.stderr.write(f"perfmodel: measuring {'the GPU, ' + why if ok else 'the CPU (' + why + ')'}\n")
+    b = M.backend(device)
+    preset = "quick" if quick else "full"
+    n = len(suite.build_cases(suite.plan(device, preset, b.cache_bytes(), b.memory_bytes()), b, b.memory_bytes()))
+    busy = suite.busy()
+    if busy:
+        sys.stderr.write(f"perfmodel: warning: {busy}; other processes will distort the measurements\n")
+    results = M.run_suite(b, preset, _progress(n))
+    folder = Path(out)
+    paths = M.write(results, folder)
+    text, hw, eff = calibrate(results, paths["csv"].name, ref)
+    (folder / "measured.yaml").write_text(text)
+    (folder / "decode-model.yaml").write_text(model_yaml(results))
+    if eff:
+        results["meta"]["efficiency_vs"] = {"spec": like, **eff}
+        M.write(results, folder)
+    rows = {"quantity": ["memory_bandwidth"] + [f"peak_flops.{k}" for k in hw.peak_flops] + ["kernel_overhead"],
+            "measured": [f"{hw.memory_bandwidth / 1e9:.4g} GB/s"] + [f"{v / 1e9:.4g} GFLOP/s" for v in hw.peak_flops.values()]
+            + [f"{(hw.kernel_overhead or 0) * 1e6:.3g} us"]}
+    if eff:
+        rows[f"vs {like}"] = [f"{eff[q]:.3f}" if q in eff else "-" for q in rows["quantity"]]
+    from .report import render
+
+    _out(render(rows, "table"))
+    _out(f"# wrote {paths['json']}, {paths['csv']}, {folder / 'measured.yaml'}, {folder / 'decode-model.yaml'}")
+    _out(f"# next: perfmodel validate {folder}")
+
+
+@app.command()
+def validate(results: str = typer.Argument(..., help="A folder written by `perfmodel measure`, or its results.json."),
+             hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Spec to predict with (default: the folder's measured.yaml)."),
+             overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Include the spec's kernel_overhead."),
+             plot: Optional[str] = typer.Option(None, "--plot", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
+             ops: Optional[str] = typer.Option(None, "--ops", help="A decode case: measured vs predicted time per op."),
+             fmt: str = Fmt):
+    """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|."""
+    from .measure import suite
+    from .measure.validate import as_json, by_family, op_breakdown, plot as draw, validate as run
+    from .report import render
+    from .specs import load_hardware
+
+    fmt = _fmt(fmt)
+    data = suite.load(results)
+    if hardware is None:
+        spec = (Path(results) if Path(results).is_dir() else Path(results).parent) / "measured.yaml"
+        if not spec.is_file():
+            raise SpecError(results, None, "no measured.yaml beside the results: pass --hardware FILE")
+        hardware = str(spec)
+    hw = load_hardware(hardware)
+    if not overhead:
+        hw = hw.replace(kernel_overhead=None)
+    if ops:
+        try:
+            t = op_breakdown(data, hw, ops)
+        except ValueError as e:
+            raise SpecError("--ops", None, str(e)) from None
+        _out(render(t, fmt) if fmt != "table" else render(dict(t, ratio=[f"{r:.2f}" for r in t["ratio"]]), "table"))
+        return
+    table = run(data, hw)
+    if not table["case"]:
+        raise SpecError(results, None, "no validation cases (sweep, attention, decode) in these results")
+    if plot:
+        draw(table, plot, f"{data['meta'].get('device', '')}: perfmodel vs measured")
+    if fmt == "json":
+        _out(json.dumps(as_json(table), indent=1))
+        return
+    if fmt == "csv":
+        _out(render(table, "csv"))
+        return
+    shown = dict(table, error=[f"{e:+.1%}" for e in table["error"]])
+    _out(render(shown, "table", human_columns=["case", "predicted_s", "measured_s", "error"]))
+    _out("")
+    fams = by_family(table)
+    summary = {"family": fams["family"], "cases": fams["cases"],
+               "median |error|": [f"{x:.1%}" for x in fams["median_abs_error"]],
+               "p90 |error|": [f"{x:.1%}" for x in fams["p90_abs_error"]]}
+    if hw.kernel_overhead:
+        bare = by_family(run(data, hw, False))
+        summary["median, no overhead"] = [f"{x:.1%}" for x in bare["median_abs_error"]]
+    _out(render(summary, "table"))
+    ko = f", kernel_overhead {hw.kernel_overhead * 1e6:.3g} us" if hw.kernel_overhead else ""
+    _out(f"# predicted with {hw.key}: {hw.memory_bandwidth / 1e9:.4g} GB/s, "
+         + ", ".join(f"{k} {v / 1e9:.4g} GFLOP/s" for k, v in hw.peak_flops.items()) + ko)
+    _out("# error = predicted / measured - 1 (negative: the engine is optimistic)")

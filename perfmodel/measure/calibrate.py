@@ -1,0 +1,112 @@
+"""Calibration: a hardware YAML for the measured machine, every number citing the measurement it came from.
+
+- memory_bandwidth: the read-only reduction (bytes read / median time). Inference traffic is
+  almost all reads (weights, KV cache), so the read stream is the ceiling that matters; the copy
+  (read + write) is reported beside it in the source string.
+- peak_flops.<dtype>: the best large-GEMM rate measured in that dtype.
+- kernel_overhead: the fixed cost of running one op at all. Each `dispatch` case times one op of a
+  tiny decode step (every op of the step, once); the overhead is the mean over them of
+  (measured - roofline time on the calibrated ceilings). No validation case takes part.
+- `like`: efficiency factors, measured / datasheet, against a catalog spec (e.g. h100-sxm).
+
+The file loads like any catalog spec (`-H measured.yaml` in every command).
+"""
+from __future__ import annotations
+
+import numpy as np
+import yaml
+
+from ..specs import Hardware, hardware_from_dict
+from . import cases as C
+
+
+def _best(results: dict, family: str, rate: str, dtype: str | None = None) -> dict | None:
+    rows = [r for r in results["cases"] if r["family"] == family and r.get(rate) and (dtype is None or r["dtype"] == dtype)]
+    return max(rows, key=lambda r: r[rate]) if rows else None
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.4g} ms" if s >= 1e-3 else f"{s * 1e6:.4g} us"
+
+
+def _where(r: dict, raw: str) -> str:
+    return f"{raw} case '{r['case']}': median {_ms(r['median_s'])} of {r['repeats']} runs"
+
+
+def ceilings(results: dict, raw: str = "results.csv") -> dict:
+    """The calibrated spec as a YAML mapping (without kernel_overhead), values with units."""
+    meta = results["meta"]
+    red, cp = _best(results, "reduce", "achieved_bytes_per_s"), _best(results, "copy", "achieved_bytes_per_s")
+    if red is None:
+        raise ValueError("the results have no reduce case: cannot calibrate the bandwidth")
+    when = f"perfmodel measure ({meta.get('preset')}, {meta.get('date_utc')})"
+    src = (f"{when}: read-only reduction of {red['bytes'] / 1e9:.4g} GB {red['dtype']}, {_where(red, raw)}"
+           + (f"; the copy reached {cp['achieved_bytes_per_s'] / 1e9:.4g} GB/s counting bytes read + written "
+              f"({cp['case']})" if cp else ""))
+    spec = {"name": f"{meta.get('device', 'this machine')}, measured",
+            "description": f"Measured by perfmodel measure on {meta.get('date_utc')} ({meta.get('backend')})",
+            "source": f"{when}; raw measurements in {raw} and results.json beside this file",
+            "memory_bandwidth": {"value": f"{red['achieved_bytes_per_s'] / 1e9:.6g} GB/s", "source": src}}
+    if meta.get("memory_bytes"):
+        spec["memory_capacity"] = {"value": f"{meta['memory_bytes'] / 1e9:.6g} GB", "source": meta.get(
+            "memory_source", "/proc/meminfo MemTotal")}
+    peaks = {}
+    for dt in C.ITEMSIZE:
+        g = _best(results, "gemm", "achieved_flops_per_s", dt)
+        if g:
+            peaks[dt] = {"value": f"{g['achieved_flops_per_s'] / 1e9:.6g} GFLOP/s",
+                         "source": f"{when}: best large GEMM in {dt}, {_where(g, raw)}"}
+    if not peaks:
+        raise ValueError("the results have no gemm case: cannot calibrate peak FLOP/s")
+    spec["peak_flops"] = peaks
+    if meta.get("l2_bytes"):
+        spec["l2_cache"] = {"value": f"{meta['l2_bytes']} B", "source": meta.get("l2_source", "device properties")}
+    return spec
+
+
+def kernel_overhead(results: dict, hw: Hardware) -> tuple[float, int]:
+    """Mean over dispatch cases of measured - roofline time (>= 0 each), and how many cases."""
+    hw0 = hw.replace(kernel_overhead=None)
+    rows = [r for r in results["cases"] if r["family"] == "dispatch"]
+    excess = [max(0.0, r["median_s"] - C.predict(C.from_record(r), hw0)) for r in rows]
+    return (float(np.mean(excess)) if excess else 0.0), len(rows)
+
+
+def calibrate(results: dict, raw: str = "results.csv", like: Hardware | None = None) -> tuple[str, Hardware, dict]:
+    """The YAML text, the Hardware it loads as, and the efficiency factors against `like` ({} without)."""
+    spec = ceilings(results, raw)
+    hw = hardware_from_dict(spec, "measured.yaml")
+    ko, n = kernel_overhead(results, hw)
+    if ko > 0:
+        spec["kernel_overhead"] = {
+            "value": f"{ko * 1e6:.4g} us",
+            "source": f"mean over the {n} dispatch cases in {raw} (each one op of a tiny decode step) of measured "
+                      "time minus the op's roofline time on the bandwidth and peaks above"}
+    hw = hardware_from_dict(spec, "measured.yaml")
+    eff = efficiency(hw, like) if like is not None else {}
+    head = [f"# {spec['name']}", f"# {spec['description']}",
+            "# Every value cites the measurement it came from; load it with -H <this file>."]
+    if eff:
+        head.append(f"# Efficiency vs {like.name} (measured / datasheet): "
+                    + ", ".join(f"{k} {v:.3f}" for k, v in eff.items()))
+    text = "\n".join(head) + "\n" + yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100)
+    return text, hw, eff
+
+
+def efficiency(hw: Hardware, like: Hardware) -> dict:
+    """measured / datasheet for the bandwidth and each dtype both specs have."""
+    out = {"memory_bandwidth": hw.memory_bandwidth / like.memory_bandwidth}
+    for dt, v in hw.peak_flops.items():
+        if dt in like.peak_flops:
+            out[f"peak_flops.{dt}"] = v / like.peak_flops[dt]
+    return out
+
+
+def model_yaml(results: dict) -> str:
+    """The perfmodel model spec of the decode-step model that was run (for -m)."""
+    m = C.llama_model(results["meta"]["decode_model"])
+    d = {"name": m.name, "source": C.SOURCE, "vocab_size": m.V, "d_model": m.D, "n_layers": m.L, "n_heads": m.N,
+         "n_kv_heads": m.K, "head_dim": m.H, "d_ff": m.F, "max_context": m.max_context, "mlp": m.mlp,
+         "norm": m.norm, "position": m.position, "tied_embeddings": m.tied_embeddings}
+    return ("# The randomly initialised Llama-shaped model that `perfmodel measure` times a decode step of.\n"
+            + yaml.safe_dump(d, sort_keys=False))
