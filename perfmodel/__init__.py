@@ -21,6 +21,13 @@ from .ops import Op, Precision, build_ops, param_count
 from .specs import Hardware, Model, catalog_names, load_hardware, load_model
 from .units import parse_quantity
 
+
+def config_to_spec(path: str) -> dict:
+    """A Hugging Face config.json (read offline) as a perfmodel model spec dict."""
+    from .hf_import import config_to_spec as _convert
+
+    return _convert(path)
+
 __version__ = "0.1.0"
 
 
@@ -66,6 +73,6 @@ def sweep(*args, **kwargs):
 
     return _sweep(*args, **kwargs)
 
-__all__ = ["validation", "serve_sim", "kv_memory", "make_traffic", "serve_runs", "simulate", "sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
+__all__ = ["config_to_spec", "validation", "serve_sim", "kv_memory", "make_traffic", "serve_runs", "simulate", "sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
            "load_model", "load_hardware", "Model", "Hardware", "Precision", "Op", "build_ops", "param_count",
            "evaluate", "max_batch", "per_sequence", "catalog_names", "parse_quantity", "SpecError"]

@@ -6,10 +6,12 @@ formats them without importing pandas, to keep a query's cold start short.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import engine
-from .errors import SpecError
+from .errors import ContextWarning, SpecError
 from .formats import get_format
 from .ops import Layout, Precision, build_ops, param_count
 from .specs import (Hardware, Model, catalog_names, check_sets, hardware_from_dict, load_hardware, load_model,
@@ -29,6 +31,24 @@ def _names(x) -> list:
     return list(x)
 
 
+def _required(x, opt: str) -> list:
+    """The names in a -m/-H value; an empty list ('' or ',') is an error, not an empty result."""
+    names = _names(x)
+    if not names:
+        raise SpecError(opt, None, f"needs at least one name, got {x!r}")
+    return names
+
+
+def _warn_context(m: Model, S, what: str = "--context") -> None:
+    """A context beyond max_context still computes; say so once per model (ContextWarning)."""
+    top = float(np.max(S))
+    if top > m.max_context:
+        warnings.warn(f"{m.name} {what} {top:.0f} > {m.max_context}", ContextWarning, stacklevel=3)
+
+
+MAX_POINTS, MAX_STEPS = 10**6, 10**7  # grid points per query; grid points x decode steps per request
+
+
 def _prec(weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", quantize_embeddings=False) -> Precision:
     for fld, v in (("--weights-dtype", weights_dtype), ("--act-dtype", act_dtype), ("--kv-dtype", kv_dtype)):
         if v is not None:
@@ -46,6 +66,8 @@ def _positive(values, name, integer=True) -> np.ndarray:
     shown = ",".join(f"{x:g}" for x in a)
     if not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise SpecError(name, None, f"must be positive, got {shown}")
+    if np.any(a > 2.0**53):  # beyond exact float64 integers, and products of such values overflow
+        raise SpecError(name, None, f"must be at most 2**53 (9.007e15), got {shown}")
     if integer and np.any(a != np.floor(a)):
         raise SpecError(name, None, f"must be whole numbers, got {shown}")
     return a
@@ -66,7 +88,8 @@ def concat(tables: list[Table]) -> Table:
 
 def specs(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, sets: dict | None = None):
     check_sets(sets)
-    return ([load_model(m, sets) for m in _names(model)], [load_hardware(h, sets) for h in _names(hardware)])
+    return ([load_model(m, sets) for m in _required(model, "--model")],
+            [load_hardware(h, sets) for h in _required(hardware, "--hardware")])
 
 
 PHASE_COLUMNS = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
@@ -115,9 +138,13 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
         raise SpecError("--mode", None, f"must be one of {', '.join(engine.MODES)}, got {mode!r}")
     if attention not in ("fused", "unfused"):
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    if B.size * S.size > MAX_POINTS:
+        raise SpecError("--batch/--context", None, f"{B.size:,} x {S.size:,} points; at most {MAX_POINTS:,} per query "
+                                                    "(perfmodel sweep -o FILE streams bigger grids)")
     models, hws = specs(model, hardware, sets)
     out = []
     for m in models:
+        _warn_context(m, S)
         for hw in hws:
             r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention, layout=lay)
             cols = {k: r[k] for k in PHASE_COLUMNS + list(extra)}
@@ -157,10 +184,14 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
     G = _positive(generate, "--generate")
     if G.size != 1:
         raise SpecError("--generate", None, "takes one value")
+    if B.size * P.size * (G[0] + 2) > MAX_STEPS:
+        raise SpecError("--generate", None, f"{B.size * P.size:,} points x {G[0]:g} steps is more than {MAX_STEPS:,} "
+                                             "decode evaluations per request")
     lay = layout(tp, pp, ep, replicas, microbatches)
     models, hws = specs(model, hardware, sets)
     out = []
     for m in models:
+        _warn_context(m, P + G[0], "--prompt + --generate")
         for hw in hws:
             r = engine.request(m, hw, B, P, int(G[0]), mode, prec, attention, layout=lay)
             r["context"] = r["prompt"] + G[0]
@@ -179,6 +210,7 @@ def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1
     B = float(_positive(batch, "--batch")[0])
     S = float(_positive(context, "--context")[0])
     (m,), (hw,) = specs(model, hardware, sets)
+    _warn_context(m, S)
     rows = {k: [] for k in ("op", "phase", "layers", "flops", "bytes", "intensity", "time_s", "bound")}
     for phase in phases:
         ops = build_ops(m, B, 1.0 if phase == "decode" else S, S, phase, prec, attention)
@@ -197,8 +229,9 @@ def kv(model=DEFAULT_MODEL, context=1024, batch=1, kv_dtype="bf16", sets=None) -
     B, S = _positive(batch, "--batch"), _positive(context, "--context")
     check_sets(sets)
     out = []
-    for name in _names(model):
+    for name in _required(model, "--model"):
         m = load_model(name, sets)
+        _warn_context(m, S)
         Bg, Sg = np.meshgrid(B, S, indexing="ij")
         ps = engine.per_sequence(m, Sg, prec)
         out.append(_flat({"model": m.name, "context": Sg, "batch": Bg, "kv_bytes_per_token": ps["kv_bytes_per_seq"] / Sg,
@@ -224,8 +257,9 @@ def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weight
     check_sets(sets)
     lay = layout(tp, pp, ep, replicas)
     out = []
-    for name in _names(model):
+    for name in _required(model, "--model"):
         m = load_model(name, sets)
+        _warn_context(m, S)
         ps = engine.per_sequence(m, S, prec, layout=lay)  # per device
         free = cap - over - ps["weight_bytes"]
         # KV tokens one replica holds: each of its ep device groups holds its own sequences' KV
@@ -291,6 +325,8 @@ def _kind_of(name) -> str:
         return "models"
     if str(name) in catalog_names("hardware"):
         return "hardware"
+    if str(name).endswith(".json"):  # a Hugging Face config.json: specs.load_model converts it
+        return "models"
     data, path = load_raw(name, "models")  # a user's file: hardware has memory_bandwidth, models d_model
     return "hardware" if "memory_bandwidth" in data else "models"
 

@@ -6,15 +6,18 @@ and exits 2; never a traceback.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import List, Optional
 
 import importlib
 
+import numpy as np
 import typer
 import yaml
 
 from . import api
-from .errors import SpecError
+from .errors import ContextWarning, SpecError
+from .specs import safe_yaml
 from .report import FORMATS, render, render_vertical
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -57,7 +60,7 @@ def _sets(items: Optional[List[str]]) -> dict:
             raise SpecError("--set", it, "expected key=value")
         k, v = it.split("=", 1)
         try:
-            out[k.strip()] = yaml.safe_load(v) if v.strip() else None
+            out[k.strip()] = safe_yaml(v) if v.strip() else None
         except yaml.YAMLError:
             out[k.strip()] = v
     return out
@@ -415,6 +418,7 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
 
 from . import cli_serving  # noqa: E402,F401  registers serve-sim and kv-memory
 from . import cli_measure  # noqa: E402,F401  registers measure and validate
+from . import cli_import  # noqa: E402,F401  registers import-config
 
 
 def _click_errors():
@@ -430,10 +434,26 @@ def _click_errors():
 
 
 def main(argv: Optional[list] = None) -> int:
-    """Entry point: runs the app, turning every bad-input path into one line and exit code 2."""
+    """Entry point: runs the app, turning every bad-input path into one line and exit code 2.
+    A context beyond a model's max_context adds one `perfmodel: warning:` line to a result."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ContextWarning)
+        code = _main(argv)
+    mine = [w for w in caught if issubclass(w.category, ContextWarning)]
+    for w in caught:
+        if w not in mine:  # other warnings pass through unchanged
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if code == 0 and mine:
+        sys.stderr.write("perfmodel: warning: beyond max_context (computed anyway; the model was not trained this "
+                         f"long): {'; '.join(dict.fromkeys(str(w.message) for w in mine))}\n")
+    return code
+
+
+def _main(argv: Optional[list] = None) -> int:
     no_args, usage, abort, exit_ = _click_errors()
     try:
-        app(args=argv, prog_name="perfmodel", standalone_mode=False)
+        with np.errstate(over="raise", invalid="raise", divide="raise"):  # a non-finite result is an error
+            app(args=argv, prog_name="perfmodel", standalone_mode=False)
     except SpecError as e:
         sys.stderr.write(f"perfmodel: error: {e}\n")
         return 2
@@ -449,6 +469,9 @@ def main(argv: Optional[list] = None) -> int:
         return 1
     except exit_ as e:
         return e.exit_code
+    except FloatingPointError as e:
+        sys.stderr.write(f"perfmodel: error: a result is not finite in float64 ({e}); an input is out of range\n")
+        return 2
     except (ValueError, OverflowError, ZeroDivisionError) as e:  # a value the engine rejects
         from .errors import _one_line
 

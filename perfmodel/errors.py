@@ -15,3 +15,8 @@ def _one_line(text: str) -> str:
     """Control characters (a field name with a newline, a multi-line YAML message) are escaped so the
     CLI always prints exactly one line."""
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
+
+
+class ContextWarning(UserWarning):
+    """A context beyond the model's max_context: computed anyway (the formulas hold; the model was
+    not trained that long). The CLI prints it as one `perfmodel: warning:` line."""

@@ -50,13 +50,27 @@ def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
     return p
 
 
+def safe_yaml(text: str):
+    """yaml.safe_load (no tags that run code), refusing anchors/aliases first: a spec never needs them,
+    and lists of aliases of lists expand exponentially when a value is printed ("billion laughs").
+    A nesting too deep for the parser is a YAMLError too."""
+    try:
+        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(tok, (yaml.tokens.AliasToken, yaml.tokens.AnchorToken)):
+                raise yaml.scanner.ScannerError(None, None, "anchors and aliases (&name, *name) are not allowed in specs",
+                                                tok.start_mark)
+        return yaml.safe_load(text)
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply") from None
+
+
 def _read_yaml(path: Path, shown: str) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(shown, None, f"cannot read file ({e.__class__.__name__})") from None
     try:
-        data = yaml.safe_load(text)  # never yaml.load: no code execution from specs
+        data = safe_yaml(text)  # SafeLoader: no code execution from specs
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -364,6 +378,8 @@ def model_from_dict(data: dict, where: str, key: str = "") -> Model:
     _check_keys(data, _MODEL_ALLOWED, where)
     _need(data, ["name", "source", *_MODEL_INT], where)
     kw = {f: _int(data[f], where, f) for f in _MODEL_INT}
+    if kw["n_layers"] > 100_000:  # layer_kinds() and layer_groups() are O(n_layers) Python objects
+        raise SpecError(where, "n_layers", f"is implausibly large ({kw['n_layers']}; at most 100000)")
     N, D = kw["n_heads"], kw["d_model"]
     kw["n_kv_heads"] = _int(data.get("n_kv_heads", N), where, "n_kv_heads")
     if N % kw["n_kv_heads"]:

@@ -1,0 +1,282 @@
+"""Hugging Face config.json import: published parameter counts, agreement with the catalog, clear refusals.
+
+The fixtures in tests/fixtures/hf/ are the real models' config.json files (tests/fixtures/hf/README.md
+says where each was read). A count that our schema cannot reproduce exactly is not hidden in a
+tolerance: the importer states the parameters it leaves out, and the tests check that number.
+"""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, strategies as st
+
+import perfmodel.cli_import  # noqa: F401  registers `import-config`
+from perfmodel import hf_import
+from perfmodel.cli import main
+from perfmodel.engine import kv_growth_per_token
+from perfmodel.ops import param_count
+from perfmodel.specs import load_model
+
+HF = Path(__file__).resolve().parent / "fixtures" / "hf"
+
+
+def fx(name: str) -> str:
+    return str(HF / f"{name}.json")
+
+
+# fixture -> (published total, where it is published). Exact integers unless noted.
+PUBLISHED = {
+    "llama-3.1-8b": (8_030_261_248, "HF safetensors total of meta-llama/Llama-3.1-8B (BF16 index total_size "
+                                    "16,060,522,496 B / 2); keras-hub llama3_presets.py llama3_8b_en"),
+    "mistral-7b-v0.1": (7_241_732_096, "keras-hub mistral_presets.py mistral_7b_en \"params\""),
+    "qwen2.5-0.5b": (494_032_768, "keras-hub qwen_presets.py qwen2.5_0.5b_en \"params\"; Nikolic et al. 2025 "
+                                  "(arXiv:2502.00706) Table 4, Qwen/Qwen2-0.5B (same shapes)"),
+    "mixtral-8x7b-v0.1": (46_702_792_704, "keras-hub mixtral_presets.py mixtral_8_7b_en \"params\""),
+    "qwen1.5-moe-a2.7b-chat": (14_315_784_192, "keras-hub qwen_moe_presets.py qwen1.5_moe_2.7b_en \"params\"; "
+                                               "HF safetensors total of Qwen/Qwen1.5-MoE-A2.7B(-Chat)"),
+    "deepseek-v2-lite": (15_706_484_224, "HF safetensors total of deepseek-ai/DeepSeek-V2-Lite(-Chat) (31.41 GB "
+                                         "BF16; the model card rounds it to 15.7B)"),
+    "gpt2": (124_439_808, "keras-hub gpt2_presets.py gpt2_base_en \"params\"; Nikolic et al. 2025 Table 4, "
+                          "openai-community/gpt2"),
+    "pythia-160m": (162_322_944, "EleutherAI/pythia-160m checkpoint total; the model card's 'Non-Embedding "
+                                 "Params 85,056,000' plus embed_in and embed_out, 2 x 50304 x 768"),
+    "gemma-2b": (2_506_172_416, "keras-hub gemma_presets.py gemma_2b_en \"params\"; Nikolic et al. 2025 Table 4"),
+    "gemma-2-2b": (2_614_341_888, "keras-hub gemma_presets.py gemma2_2b_en \"params\"; Nikolic et al. 2025 "
+                                  "Table 4"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_imported_count_plus_the_stated_gap_equals_the_published_count(name):
+    published, _source = PUBLISHED[name]
+    assert param_count(load_model(fx(name))) + hf_import.param_gap(fx(name)) == published
+
+
+def test_only_gemma2_and_qwen2_moe_leave_parameters_out_and_say_exactly_how_many():
+    gaps = {n: hf_import.param_gap(fx(n)) for n in PUBLISHED}
+    # Gemma-2: post_attention_layernorm and post_feedforward_layernorm, D weights each, in all 26 layers
+    assert gaps.pop("gemma-2-2b") == 2 * 26 * 2304 == 119_808
+    # Qwen2-MoE: shared_expert_gate, a Linear(D, 1) without bias, in all 24 (MoE) layers
+    assert gaps.pop("qwen1.5-moe-a2.7b-chat") == 24 * 2048 == 49_152
+    assert set(gaps.values()) == {0}  # every other import is exact
+    assert "119,808 parameters" in load_model(fx("gemma-2-2b")).description
+
+
+def test_gpt2_counts_its_position_table_and_its_tied_head_once():
+    m = load_model(fx("gpt2"))
+    assert (m.position, m.max_context, m.tied_embeddings, m.d_ff) == ("learned", 1024, True, 4 * 768)  # n_inner null
+    # the published 124,439,808 includes the 1024 x 768 position table ...
+    assert param_count(m) - param_count(m.replace(position="rope")) == 1024 * 768
+    # ... and the LM head shares the token embedding: an untied head would add V x D
+    assert param_count(m.replace(tied_embeddings=False)) - param_count(m) == 50257 * 768
+
+
+def test_pythia_non_embedding_count_matches_the_model_card():
+    m = load_model(fx("pythia-160m"))
+    assert (m.mlp, m.norm, m.linear_bias, m.position, m.tied_embeddings) == ("plain", "layernorm", True, "rope", False)
+    assert param_count(m) - 2 * 50304 * 768 == 85_056_000  # untied embed_in + embed_out
+
+
+def test_deepseek_v3_main_model_matches_the_rounded_671b():
+    # README_WEIGHTS.md of deepseek-ai/DeepSeek-V3: "Total parameters: 671B" for the main model (MTP excluded)
+    n = param_count(load_model(fx("deepseek-v3")))
+    assert abs(n - 671e9) <= 0.5e9
+    assert "multi-token-prediction" in load_model(fx("deepseek-v3")).description
+
+
+# fixture -> the catalog entry written by hand from the same config.json
+SAME_AS_CATALOG = {"llama-3.1-8b": "llama-3.1-8b", "mistral-7b-v0.1": "mistral-7b", "qwen2.5-0.5b": "qwen2.5-0.5b",
+                   "mixtral-8x7b-v0.1": "mixtral-8x7b", "deepseek-v2-lite": "deepseek-v2-lite",
+                   "deepseek-v3": "deepseek-v3"}
+SHAPE = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "max_context", "mlp",
+         "tied_embeddings", "qkv_bias", "linear_bias", "norm", "position", "sliding_window", "layer_pattern",
+         "kv_share", "mla", "moe")
+
+
+@pytest.mark.parametrize("fixture, catalog", sorted(SAME_AS_CATALOG.items()))
+def test_import_agrees_with_the_hand_written_catalog_entry(fixture, catalog):
+    imported, written = load_model(fx(fixture)), load_model(catalog)
+    assert {f: getattr(imported, f) for f in SHAPE} == {f: getattr(written, f) for f in SHAPE}
+    assert param_count(imported) == param_count(written)
+    assert kv_growth_per_token(imported) == kv_growth_per_token(written)
+
+
+def test_each_style_maps_to_the_schema():
+    mistral, qwen = load_model(fx("mistral-7b-v0.1")), load_model(fx("qwen2.5-0.5b"))
+    mixtral = load_model(fx("mixtral-8x7b-v0.1"))
+    assert (mistral.sliding_window, mistral.layer_kinds()) == (4096, "L" * 32)  # every layer windowed
+    assert (qwen.sliding_window, qwen.qkv_bias, qwen.tied_embeddings) == (None, True, True)  # use_sliding_window false
+    assert (mixtral.sliding_window, mixtral.moe.n_experts, mixtral.moe.n_active) == (None, 8, 2)
+    qmoe = load_model(fx("qwen1.5-moe-a2.7b-chat"))
+    assert (qmoe.moe.n_experts, qmoe.moe.n_active, qmoe.moe.d_ff_expert, qmoe.moe.n_shared) == (60, 4, 1408, 4)
+    v2, v3 = load_model(fx("deepseek-v2-lite")), load_model(fx("deepseek-v3"))
+    assert (v2.mla.q_lora_rank, v2.moe.first_dense_layers, v2.moe.router_bias) == (None, 1, False)  # topk greedy
+    assert (v3.mla.q_lora_rank, v3.moe.first_dense_layers, v3.moe.router_bias) == (1536, 3, True)  # noaux_tc
+    g1, g2 = load_model(fx("gemma-2b")), load_model(fx("gemma-2-2b"))
+    assert (g1.n_kv_heads, g1.head_dim, g1.tied_embeddings, g1.layer_pattern) == (1, 256, True, "G")
+    assert (g2.sliding_window, g2.layer_pattern, g2.layer_kinds()[:4]) == (4096, "LG", "LGLG")  # layer 0 local
+    assert g2.n_heads * g2.head_dim != g2.d_model  # 8 x 256 = 2048 != 2304: head_dim taken from the config
+
+
+def _write(tmp_path, name, data) -> str:
+    p = tmp_path / name
+    p.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return str(p)
+
+
+def _edit(name, **changes) -> dict:
+    d = json.loads(Path(fx(name)).read_text())
+    for k, v in changes.items():
+        if v is ...:
+            d.pop(k, None)
+        else:
+            d[k] = v
+    return d
+
+
+def test_newer_configs_listing_layer_types_give_the_same_pattern(tmp_path):
+    kinds = ["sliding_attention", "full_attention"] * 13
+    p = _write(tmp_path, "g2.json", _edit("gemma-2-2b", layer_types=kinds))
+    assert load_model(p).layer_pattern == "LG"
+
+
+def test_qwen2_windows_only_the_layers_from_max_window_layers_on(tmp_path):
+    p = _write(tmp_path, "q.json", _edit("qwen2.5-0.5b", use_sliding_window=True, max_window_layers=21,
+                                         sliding_window=4096))
+    assert load_model(p).layer_kinds() == "G" * 21 + "L" * 3
+
+
+def one_error_line(capsys, *argv) -> str:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("perfmodel: error:"), (code, out, err)
+    return lines[0]
+
+
+@pytest.mark.parametrize("base, changes, key, words", [
+    ("llama-3.1-8b", {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}, "architectures",
+     "not an architecture perfmodel imports"),
+    ("llama-3.1-8b", {"hidden_size": ...}, "hidden_size", "missing from config.json"),
+    ("gpt2", {"n_embd": "wide"}, "n_embd", "integer"),
+    ("llama-3.1-8b", {"tie_word_embeddings": "no"}, "tie_word_embeddings", "true or false"),
+    ("llama-3.1-8b", {"num_key_value_heads": 5}, "num_key_value_heads", "not divisible"),
+    ("qwen1.5-moe-a2.7b-chat", {"decoder_sparse_step": 2}, "decoder_sparse_step", "cannot express"),
+    ("qwen1.5-moe-a2.7b-chat", {"mlp_only_layers": [3, 7]}, "mlp_only_layers", "cannot express"),
+    ("qwen1.5-moe-a2.7b-chat", {"shared_expert_intermediate_size": 5000}, "shared_expert_intermediate_size",
+     "not a multiple"),
+    ("deepseek-v2-lite", {"moe_layer_freq": 2}, "moe_layer_freq", "cannot express"),
+    ("deepseek-v2-lite", {"first_k_dense_replace": 27}, "first_k_dense_replace", "no MoE layer"),
+    ("qwen2.5-0.5b", {"use_sliding_window": True, "max_window_layers": ...}, "max_window_layers", "missing"),
+    ("gemma-2-2b", {"layer_types": ["linear_attention"] * 26}, "layer_types", "cannot express"),
+    ("gemma-2-2b", {"sliding_window": ...}, "sliding_window", "missing"),
+    ("llama-3.1-8b", {"mlp_bias": True}, "mlp_bias", "cannot express"),
+    ("gpt2", {"architectures": "GPT2LMHeadModel"}, "architectures", "list"),
+])
+def test_bad_or_unsupported_configs_get_one_line_naming_the_key(capsys, tmp_path, base, changes, key, words):
+    p = _write(tmp_path, "config.json", _edit(base, **changes))
+    for argv in (["decode", "-m", p], ["import-config", p]):
+        line = one_error_line(capsys, *argv)
+        assert p in line and key in line and words in line, line
+
+
+def test_unknown_architecture_message_lists_what_to_add_by_hand(capsys, tmp_path):
+    p = _write(tmp_path, "config.json", {"architectures": ["RwkvForCausalLM"], "hidden_size": 2048})
+    line = one_error_line(capsys, "import-config", p)
+    assert "LlamaForCausalLM" in line and "write a model YAML by hand" in line and "n_kv_heads" in line
+
+
+@pytest.mark.parametrize("text, words", [
+    ("{\"hidden_size\": 4096,", "not valid JSON"),
+    ("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": NaN}", "not valid JSON"),
+    ("[1, 2, 3]", "expected a JSON object"),
+    ("[" * 100_000, "not valid JSON"),
+])
+def test_files_that_are_not_a_config_object_are_refused(capsys, tmp_path, text, words):
+    assert words in one_error_line(capsys, "import-config", _write(tmp_path, "config.json", text))
+
+
+def test_a_missing_file_is_named(capsys, tmp_path):
+    assert "no such file" in one_error_line(capsys, "decode", "-m", str(tmp_path / "nope" / "config.json"))
+
+
+def test_import_config_prints_yaml_that_loads_back_to_the_same_model(capsys, tmp_path):
+    assert main(["import-config", fx("deepseek-v3"), "--name", "dsv3"]) == 0
+    text = capsys.readouterr().out
+    p = tmp_path / "dsv3.yaml"
+    p.write_text(text)
+    back, direct = load_model(str(p)), load_model(fx("deepseek-v3"))
+    assert back.name == "dsv3" and yaml.safe_load(text)["moe"]["router_bias"] is True
+    assert {f: getattr(back, f) for f in SHAPE} == {f: getattr(direct, f) for f in SHAPE}
+    assert back.published_params is None and "imported from" in back.source
+
+
+def test_import_config_writes_a_file_and_does_not_overwrite_it_silently(capsys, tmp_path):
+    out = str(tmp_path / "g.yaml")
+    assert main(["import-config", fx("gemma-2b"), "-o", out]) == 0
+    assert "2,506,172,416 parameters" in capsys.readouterr().out
+    assert load_model(out).name == "gemma-2b"
+    assert "--force" in one_error_line(capsys, "import-config", fx("gpt2"), "-o", out)
+    assert main(["import-config", fx("gpt2"), "-o", out, "--force"]) == 0 and load_model(out).name == "gpt2"
+    assert ".yaml" in one_error_line(capsys, "import-config", fx("gpt2"), "-o", str(tmp_path / "g.txt"))
+
+
+def test_any_command_takes_a_config_json_where_it_takes_a_model_name(capsys):
+    assert main(["decode", "-m", f"{fx('gpt2')},llama-2-7b", "--batch", "1", "--format", "json"]) == 0
+    assert [r["model"] for r in json.loads(capsys.readouterr().out)] == ["gpt2", "llama-2-7b"]
+    assert main(["show", fx("pythia-160m"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["params"] == 162_322_944
+    assert main(["kv", "-m", fx("gemma-2-2b"), "--context", "8192", "--format", "json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    # 13 global layers keep 8192 tokens, 13 local layers 4096: 2 (K,V) x 4 heads x 256 x 2 bytes per token-layer
+    assert r["kv_cache_bytes"] == 2 * 4 * 256 * 2 * (13 * 8192 + 13 * 4096)
+
+
+def test_show_takes_a_bare_config_json_in_the_current_folder(capsys, tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text(Path(fx("gpt2")).read_text())
+    monkeypatch.chdir(tmp_path)
+    assert main(["decode", "-m", "config.json", "--batch", "1", "--format", "json"]) == 0  # works already
+    capsys.readouterr()
+    assert main(["show", "config.json", "--format", "json"]) == 0
+
+
+# ---------------------------------------------------------------- laws over generated Llama-style configs
+@st.composite
+def llama_configs(draw):
+    K = draw(st.sampled_from([1, 2, 4, 8]))
+    N = K * draw(st.integers(1, 8))
+    H = draw(st.sampled_from([32, 64, 128]))
+    cfg = {"architectures": [draw(st.sampled_from(["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"]))],
+           "hidden_size": N * H, "num_attention_heads": N, "num_key_value_heads": K,
+           "num_hidden_layers": draw(st.integers(1, 8)), "intermediate_size": draw(st.integers(1, 4096)),
+           "vocab_size": draw(st.integers(1, 50000)), "max_position_embeddings": draw(st.integers(1, 1 << 17)),
+           "tie_word_embeddings": draw(st.booleans())}
+    if draw(st.booleans()):
+        cfg["sliding_window"] = draw(st.integers(1, 8192))
+    return cfg
+
+
+IRRELEVANT = {"torch_dtype": "bfloat16", "rope_theta": 1e6, "rms_norm_eps": 1e-5, "transformers_version": "4.44.0",
+              "rope_scaling": {"rope_type": "llama3", "factor": 8.0}, "bos_token_id": 1, "use_cache": True}
+
+
+@given(cfg=llama_configs(), extra=st.dictionaries(st.sampled_from(sorted(IRRELEVANT)), st.just(0)))
+def test_keys_that_do_not_shape_the_model_do_not_change_the_import(tmp_path_factory, cfg, extra):
+    d = tmp_path_factory.mktemp("cfg")
+    plain = _write(d, "a.json", cfg)
+    noisy = _write(d, "b.json", {**cfg, **{k: IRRELEVANT[k] for k in extra}})
+    a, b = hf_import.config_to_spec(plain), hf_import.config_to_spec(noisy)
+    a.update(name="b", source=b["source"])  # the file name and path differ, nothing else
+    assert a == b
+
+
+@given(cfg=llama_configs())
+def test_the_written_yaml_is_the_same_model_as_the_config(tmp_path_factory, cfg):
+    d = tmp_path_factory.mktemp("cfg")
+    src = _write(d, "config.json", cfg)
+    (d / "m.yaml").write_text(hf_import.to_yaml(hf_import.config_to_spec(src)))
+    a, b = load_model(src), load_model(str(d / "m.yaml"))
+    assert {f: getattr(a, f) for f in SHAPE} == {f: getattr(b, f) for f in SHAPE}
+    assert param_count(a) == param_count(b)
+
