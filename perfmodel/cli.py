@@ -486,5 +486,7 @@ def run() -> None:
     sys.exit(main())
 
 
-if __name__ == "__main__":
-    run()
+if __name__ == "__main__":  # python -m perfmodel.cli: run the module the command plugins registered on
+    from perfmodel.cli import run as _run
+
+    _run()

@@ -68,9 +68,10 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
     if eff:
         results["meta"]["efficiency_vs"] = {"spec": like, **eff}
         M.write(results, folder)
-    rows = {"quantity": ["memory_bandwidth"] + [f"peak_flops.{k}" for k in hw.peak_flops] + ["kernel_overhead"],
+    rows = {"quantity": ["memory_bandwidth"] + [f"peak_flops.{k}" for k in hw.peak_flops] + ["kernel_overhead",
+                                                                                               "gemm_weight_passes"],
             "measured": [f"{hw.memory_bandwidth / 1e9:.4g} GB/s"] + [f"{v / 1e9:.4g} GFLOP/s" for v in hw.peak_flops.values()]
-            + [f"{(hw.kernel_overhead or 0) * 1e6:.3g} us"]}
+            + [f"{(hw.kernel_overhead or 0) * 1e6:.3g} us", f"{hw.gemm_weight_passes or 1:.3g}"]}
     if eff:
         rows[f"vs {like}"] = [f"{eff[q]:.3f}" if q in eff else "-" for q in rows["quantity"]]
     from .report import render
@@ -84,12 +85,13 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
 def validate(results: str = typer.Argument(..., help="A folder written by `perfmodel measure`, or its results.json."),
              hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Spec to predict with (default: the folder's measured.yaml)."),
              overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Include the spec's kernel_overhead."),
+             passes: bool = typer.Option(True, "--weight-passes/--no-weight-passes", help="Include the spec's gemm_weight_passes (multi-row matmuls move their weights that many times)."),
              plot: Optional[str] = typer.Option(None, "--plot", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
              ops: Optional[str] = typer.Option(None, "--ops", help="A decode case: measured vs predicted time per op."),
              fmt: str = Fmt):
     """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|."""
     from .measure import suite
-    from .measure.validate import as_json, by_family, op_breakdown, plot as draw, validate as run
+    from .measure.validate import as_json, by_family, op_breakdown, plot as draw, validate as run, without
     from .report import render
     from .specs import load_hardware
 
@@ -100,9 +102,7 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
         if not spec.is_file():
             raise SpecError(results, None, "no measured.yaml beside the results: pass --hardware FILE")
         hardware = str(spec)
-    hw = load_hardware(hardware)
-    if not overhead:
-        hw = hw.replace(kernel_overhead=None)
+    hw = without(load_hardware(hardware), overhead, passes)
     if ops:
         try:
             t = op_breakdown(data, hw, ops)
@@ -128,11 +128,14 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
     summary = {"family": fams["family"], "cases": fams["cases"],
                "median |error|": [f"{x:.1%}" for x in fams["median_abs_error"]],
                "p90 |error|": [f"{x:.1%}" for x in fams["p90_abs_error"]]}
-    if hw.kernel_overhead:
-        bare = by_family(run(data, hw, False))
-        summary["median, no overhead"] = [f"{x:.1%}" for x in bare["median_abs_error"]]
+    has_ko, has_wp = bool(hw.kernel_overhead), hw.gemm_weight_passes not in (None, 1.0)
+    off = ([("no overhead", False, True)] if has_ko else []) + ([("passes = 1", True, False)] if has_wp else []) \
+        + ([("neither", False, False)] if has_ko and has_wp else [])
+    for label, o, p in off:  # what each calibrated term buys: the medians without it
+        summary[f"median, {label}"] = [f"{x:.1%}" for x in by_family(run(data, hw, o, p))["median_abs_error"]]
     _out(render(summary, "table"))
     ko = f", kernel_overhead {hw.kernel_overhead * 1e6:.3g} us" if hw.kernel_overhead else ""
+    wp = f", gemm_weight_passes {hw.gemm_weight_passes:.4g}" if has_wp else ""
     _out(f"# predicted with {hw.key}: {hw.memory_bandwidth / 1e9:.4g} GB/s, "
-         + ", ".join(f"{k} {v / 1e9:.4g} GFLOP/s" for k, v in hw.peak_flops.items()) + ko)
+         + ", ".join(f"{k} {v / 1e9:.4g} GFLOP/s" for k, v in hw.peak_flops.items()) + ko + wp)
     _out("# error = predicted / measured - 1 (negative: the engine is optimistic)")

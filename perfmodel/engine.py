@@ -61,12 +61,17 @@ def _op_terms(ops, hw, prec, layout=None, comm=True):
             out.append((0.0 * tm, tm, tm, 0.0))
             continue
         b = op.bytes
-        if passes != 1.0 and op.kind in (MATMUL, ATTENTION):
-            streamed = op.w_read if op.kind == MATMUL else op.kv_read
-            b = b + np.where(np.asarray(op.rows) > 1, (passes - 1.0) * streamed, 0.0)
         tc = op.flops / peaks[op.kind]
         tm = b / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
-        out.append((tc, tm, np.maximum(tc, tm) + fixed, b))
+        pack = 0.0
+        if passes != 1.0 and op.kind in (MATMUL, ATTENTION):
+            # a BLAS that packs the streamed operand (weights; a K/V head shared by several query rows)
+            # copies it (passes - 1) more times, on the same cores and before the FMA kernel: it adds to
+            # the time instead of hiding under max()
+            streamed = op.w_read if op.kind == MATMUL else op.kv_read
+            extra = np.where(np.asarray(op.rows) > 1, (passes - 1.0) * streamed, 0.0)
+            b, pack = b + extra, extra / hw.memory_bandwidth
+        out.append((tc, tm + pack, np.maximum(tc, tm) + pack + fixed, b))
     return out
 
 

@@ -6,7 +6,14 @@
 - peak_flops.<dtype>: the best large-GEMM rate measured in that dtype.
 - kernel_overhead: the fixed cost of running one op at all. Each `dispatch` case times one op of a
   tiny decode step (every op of the step, once); the overhead is the mean over them of
-  (measured - roofline time on the calibrated ceilings). No validation case takes part.
+  (measured - roofline time on the calibrated ceilings).
+- gemm_weight_passes: how many times' worth of the weights' read time a matmul with more than one
+  row takes (a BLAS that packs the weight panel before its kernel). The `skinny` case times one
+  X(M x D) . W(D x F) at a few rows, memory-bound, at a shape no validation case uses; inverting
+  the engine's time for it, max(FLOPs / peak, (bytes + (passes - 1) * weight bytes) / bandwidth)
+  + kernel_overhead, gives passes = ((measured - kernel_overhead) * bandwidth - activation bytes)
+  / weight bytes, floored at 1 (a library that streams the weights once, as cuBLAS does).
+No validation case takes part.
 - `like`: efficiency factors, measured / datasheet, against a catalog spec (e.g. h100-sxm).
 
 The file loads like any catalog spec (`-H measured.yaml` in every command).
@@ -65,23 +72,68 @@ def ceilings(results: dict, raw: str = "results.csv") -> dict:
 
 
 def kernel_overhead(results: dict, hw: Hardware) -> tuple[float, int]:
-    """Mean over dispatch cases of measured - roofline time (>= 0 each), and how many cases."""
+    """Mean over dispatch cases of measured - roofline time on hw without its overhead (>= 0 each),
+    and how many cases."""
     hw0 = hw.replace(kernel_overhead=None)
     rows = [r for r in results["cases"] if r["family"] == "dispatch"]
     excess = [max(0.0, r["median_s"] - C.predict(C.from_record(r), hw0)) for r in rows]
     return (float(np.mean(excess)) if excess else 0.0), len(rows)
 
 
+def weight_passes(results: dict, hw: Hardware) -> dict | None:
+    """gemm_weight_passes from the skinny case, inverting the engine's time for it on hw (its
+    bandwidth, peak and kernel_overhead; its own gemm_weight_passes is ignored). None without a
+    skinny case. Returns the value and every number of the formula (for the YAML's source)."""
+    rec = next((r for r in results["cases"] if r["family"] == "skinny"), None)
+    if rec is None:
+        return None
+    (op,), _ = C.case_ops(C.from_record(rec))
+    ko = hw.kernel_overhead or 0.0
+    t = rec["median_s"] - ko
+    t_compute = float(op.flops / hw.peak(rec["dtype"]))
+    moved = t * hw.memory_bandwidth
+    other = float(op.bytes - op.w_read)  # activations read and written
+    # the engine's time is max(t_compute, bytes / bw) + (passes - 1) * weight bytes / bw; inverted:
+    roof = max(t_compute, float(op.bytes) / hw.memory_bandwidth)
+    raw = 1.0 + (t - roof) * hw.memory_bandwidth / float(op.w_read)
+    value = max(1.0, raw)
+    return {"value": value, "raw": raw, "case": rec, "t": t, "ko": ko, "t_compute": t_compute, "moved": moved,
+            "act_bytes": other, "w_bytes": float(op.w_read)}
+
+
+def _passes_source(w: dict, hw: Hardware, raw: str) -> str:
+    r = w["case"]
+    p = r["params"]
+    f = (f"the skinny calibration case, {p['M']} rows x W({p['D']} x {p['F']}) {r['dtype']} ({_where(r, raw)}): "
+         f"passes = 1 + (median - kernel_overhead - roofline time) x bandwidth / weight bytes = "
+         f"1 + ({_ms(r['median_s'])} - {_ms(w['ko'])} - {_ms(max(w['t_compute'], (w['act_bytes'] + w['w_bytes']) / hw.memory_bandwidth))})"
+         f" x {hw.memory_bandwidth / 1e9:.4g} GB/s / {w['w_bytes'] / 1e6:.4g} MB = {w['raw']:.3f}")
+    return f + ("; floored at 1" if w["raw"] < 1 else "") + ". Applied to every matmul with more than one row " \
+        "(and to the K/V read of attention whose query rows share a KV head)"
+
+
 def calibrate(results: dict, raw: str = "results.csv", like: Hardware | None = None) -> tuple[str, Hardware, dict]:
-    """The YAML text, the Hardware it loads as, and the efficiency factors against `like` ({} without)."""
+    """The YAML text, the Hardware it loads as, and the efficiency factors against `like` ({} without).
+
+    kernel_overhead and gemm_weight_passes depend on each other a little (a dispatch case's
+    attention op pays the passes; the skinny case pays the overhead once): each is re-estimated
+    with the other's latest value, a few times, which converges because the coupling is weak.
+    """
     spec = ceilings(results, raw)
     hw = hardware_from_dict(spec, "measured.yaml")
-    ko, n = kernel_overhead(results, hw)
+    ko, n, w = 0.0, 0, None
+    for _ in range(4):
+        w = weight_passes(results, hw.replace(kernel_overhead=ko or None))
+        passes = w["value"] if w else None
+        ko, n = kernel_overhead(results, hw.replace(gemm_weight_passes=passes))
     if ko > 0:
         spec["kernel_overhead"] = {
             "value": f"{ko * 1e6:.4g} us",
             "source": f"mean over the {n} dispatch cases in {raw} (each one op of a tiny decode step) of measured "
                       "time minus the op's roofline time on the bandwidth and peaks above"}
+    if w is not None:
+        spec["gemm_weight_passes"] = {"value": round(w["value"], 4), "source": _passes_source(
+            w, hardware_from_dict(spec, "measured.yaml"), raw)}
     hw = hardware_from_dict(spec, "measured.yaml")
     eff = efficiency(hw, like) if like is not None else {}
     head = [f"# {spec['name']}", f"# {spec['description']}",

@@ -3,8 +3,10 @@ predict it.
 
 Two roles:
 - calibration cases measure the machine's ceilings and never get predicted:
-  `copy` (bytes read + written), `reduce` (read-only), `gemm` (large matmul per dtype) and
-  `dispatch` (one op of a tiny decode step: the fixed cost of running an op at all);
+  `copy` (bytes read + written), `reduce` (read-only), `gemm` (large matmul per dtype),
+  `dispatch` (one op of a tiny decode step: the fixed cost of running an op at all) and `skinny`
+  (one X(M x D) . W(D x F) at a few rows, at a shape no validation case uses: the time a
+  multi-row product spends per weight byte, in reads of it, the engine's `gemm_weight_passes`);
 - validation cases are predicted by the engine from the calibrated spec: `sweep`
   (X(B x D) . W(D x F) as B grows), `attention` (decode attention over a (B, S, K, H) cache with
   GQA groups) and `decode` (a whole decode step of a Llama-shaped model).
@@ -24,7 +26,7 @@ from ..engine import memory, roofline
 from ..ops import Op, Precision, build_ops
 from ..specs import Hardware, Model, model_from_dict
 
-CALIBRATION = ("copy", "reduce", "gemm", "dispatch")
+CALIBRATION = ("copy", "reduce", "gemm", "dispatch", "skinny")
 VALIDATION = ("sweep", "attention", "decode")
 FAMILIES = CALIBRATION + VALIDATION
 
@@ -106,8 +108,8 @@ def _attention_model(N: int, K: int, H: int, S: int) -> Model:
 def case_ops(case: Case) -> tuple[list[Op], Precision]:
     """The engine ops that predict a validation or dispatch case, and the precision to time them at."""
     p, prec = case.params, precision(case.dtype)
-    if case.family == "sweep":
-        ops = build_ops(_matmul_model(p["D"], p["F"]), p["B"], 1, 1, "decode", prec)
+    if case.family in ("sweep", "skinny"):  # the skinny case's M rows are the sweep's B
+        ops = build_ops(_matmul_model(p["D"], p["F"]), p["B"] if "B" in p else p["M"], 1, 1, "decode", prec)
         return [o for o in ops if o.name == "mlp_up"], prec
     if case.family == "attention":
         ops = build_ops(_attention_model(p["N"], p["K"], p["H"], p["S"]), p["B"], 1, p["S"], "decode", prec,
@@ -126,6 +128,14 @@ def case_ops(case: Case) -> tuple[list[Op], Precision]:
 
 def sweep_case(B: int, D: int, F: int, dtype: str) -> Case:
     c = Case(f"sweep/{dtype}/D={D},F={F}/B={B}", "sweep", dtype, {"B": B, "D": D, "F": F})
+    c.flops, c.bytes = _totals(case_ops(c)[0])
+    return c
+
+
+def skinny_case(M: int, D: int, F: int, dtype: str) -> Case:
+    """X(M x D) . W(D x F) with 1 < M rows: the calibration case of gemm_weight_passes (the same op as
+    a sweep point, at a shape and row count the sweep does not use)."""
+    c = Case(f"skinny/{dtype}/M={M},D={D},F={F}", "skinny", dtype, {"M": M, "D": D, "F": F})
     c.flops, c.bytes = _totals(case_ops(c)[0])
     return c
 

@@ -52,15 +52,18 @@ def plan(device: str, preset: str, cache: int | None = None, memory: int | None 
 def _sizes(device: str, preset: str) -> dict:
     if preset == "tiny":
         return {"bw_bytes": 4 * MiB, "pool_bytes": 2 * MiB, "gemm": {"*": [64]}, "repeats": 2, "bw_repeats": 3, "warmup": 1,
-                "min_sample_s": 1e-4, "sweep": {"D": 64, "F": 96, "B": [1, 2, 4]},
+                "min_sample_s": 1e-4, "sweep": {"D": 64, "F": 96, "B": [1, 2, 4]}, "skinny": {"M": 3, "D": 48, "F": 80},
                 "attention": {"N": 4, "K": 2, "H": 16, "B": [1, 2], "S": [8, 32]},
                 "decode": {"model": {**TINY_MODEL, "L": 2}, "B": [1, 2], "S": [4, 16]},
                 "dispatch": {"model": TINY_MODEL, "B": 1, "S": 8}}
     if preset not in ("quick", "full"):
         raise ValueError(f"preset must be quick, full or tiny, got {preset!r}")
     quick = preset == "quick"
+    # skinny: a few rows at a width no validation case has; on the CPU its weights (88 MB fp32) rotate
+    # through the pool like the sweep's, on a GPU they (268 MB bf16) are already several times the L2
     base = {"dispatch": {"model": TINY_MODEL, "B": 1, "S": 16}, "min_sample_s": 2e-3,
-            "attention": {"N": 32, "K": 8, "H": 128}}
+            "attention": {"N": 32, "K": 8, "H": 128},
+            "skinny": {"M": 8, "D": 3072, "F": 7168} if device == "cpu" else {"M": 8, "D": 8192, "F": 16384}}
     if device == "cpu":
         return {**base, "bw_bytes": 512 * MiB, "gemm": {"fp32": [3072] if quick else [2048, 4096],
                                                         "fp64": [2048] if quick else [2048, 4096]},
@@ -118,6 +121,8 @@ def build_cases(p: dict, backend, memory: int | None = None) -> list[C.Case]:
     act = backend.act_dtype
     d = p["dispatch"]
     out += C.dispatch_cases(d["model"], d["B"], d["S"], act)
+    k = p["skinny"]
+    out.append(C.skinny_case(k["M"], k["D"], k["F"], act))
     s = p["sweep"]
     out += [C.sweep_case(B, s["D"], s["F"], act) for B in s["B"]]
     a = p["attention"]
@@ -147,8 +152,9 @@ class Runner:
         if c.family == "gemm":
             sets = [xp.operands(a, b, c.dtype) for a, b in self.pool.sets([(q["M"], q["K"]), (q["K"], q["N"])], c.dtype)]
             return lambda i: xp.matmul(*sets[i % len(sets)], c.dtype)
-        if c.family == "sweep":
-            sets = self.pool.sets([(q["B"], q["D"]), (q["D"], q["F"])], c.dtype)
+        if c.family in ("sweep", "skinny"):
+            rows = q["B"] if c.family == "sweep" else q["M"]
+            sets = self.pool.sets([(rows, q["D"]), (q["D"], q["F"])], c.dtype)
             return lambda i: xp.matmul(*sets[i % len(sets)], c.dtype)
         if c.family == "attention":
             B, S, N, K, H = (q[k] for k in "BSNKH")
@@ -167,7 +173,8 @@ class Runner:
     def run(self, c: C.Case, progress=None) -> dict:
         fn = self.callable(c)
         min_s = self.p["min_sample_s"] if c.family == "dispatch" else 0.0
-        n = self.p["bw_repeats"] if c.family in ("copy", "reduce") else self.p["repeats"]  # short, and the ceiling
+        # the bandwidth cases are short and the ceiling; the skinny case calibrates a term alone
+        n = self.p["bw_repeats"] if c.family in ("copy", "reduce", "skinny") else self.p["repeats"]
         t = time_fn(fn, n, self.p["warmup"], self.b.timer(), min_sample_s=min_s)
         rec = {**c.record(), **t.record()}
         if c.family == "decode" and getattr(self.b, "synchronous", False):

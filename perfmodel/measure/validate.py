@@ -13,18 +13,27 @@ from ..specs import Hardware
 from . import cases as C
 
 
-def validate(results: dict, hw: Hardware, overhead: bool = True) -> dict:
+def validate(results: dict, hw: Hardware, overhead: bool = True, passes: bool = True) -> dict:
     """Columns case, family, predicted_s, measured_s, error over the validation cases, in run order.
 
-    overhead=False predicts without the spec's kernel_overhead (to show what the term buys).
+    overhead=False predicts without the spec's kernel_overhead, passes=False without its
+    gemm_weight_passes (to show what each calibrated term buys).
     """
-    if not overhead:
-        hw = hw.replace(kernel_overhead=None)
+    hw = without(hw, overhead, passes)
     rows = [r for r in results["cases"] if r["family"] in C.VALIDATION]
     pred = np.array([C.predict(C.from_record(r), hw) for r in rows], dtype=float)
     meas = np.array([r["median_s"] for r in rows], dtype=float)
     return {"case": [r["case"] for r in rows], "family": [r["family"] for r in rows],
             "predicted_s": pred, "measured_s": meas, "error": pred / meas - 1.0}
+
+
+def without(hw: Hardware, overhead: bool = True, passes: bool = True) -> Hardware:
+    """hw less the calibrated terms switched off."""
+    if not overhead:
+        hw = hw.replace(kernel_overhead=None)
+    if not passes:
+        hw = hw.replace(gemm_weight_passes=None)
+    return hw
 
 
 def stats(errors) -> tuple[float, float]:
@@ -94,17 +103,18 @@ def plot(table: dict, path: str, title: str = "") -> None:
     ax.plot(x, x, "k-", lw=0.8, label="predicted = measured")
     ax.fill_between(x, x / 1.1, x * 1.1, color="0.85", label="±10%")
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (s)",
-           ylabel="predicted by perfmodel (s)", title=title)
+           ylabel="predicted by perfmodel (s)")
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def load_report(results, hardware=None, overhead: bool = True) -> dict:
+def load_report(results, hardware=None, overhead: bool = True, passes: bool = True) -> dict:
     """`as_json` of a results folder (or results.json) predicted on its measured.yaml (or `hardware`),
     plus the measured device's name: what `perfmodel plot validation --results` draws."""
     from . import _resolve
 
     data, hw = _resolve(results, hardware)
-    return {**as_json(validate(data, hw, overhead)), "device": data["meta"].get("device", "")}
+    return {**as_json(validate(data, hw, overhead, passes)), "device": data["meta"].get("device", "")}
