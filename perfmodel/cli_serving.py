@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from . import api, serving
-from .cli import ADtype, Fmt, KVDtype, Sets, WDtype, _fmt, _out, _sets, app
+from .cli import EP, PP, TP, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out, _sets, app
 from .errors import SpecError
 from .report import _human, _is_num, render
 
@@ -88,13 +88,15 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
               timeline: Optional[str] = typer.Option(None, "--timeline",
                                                      help="Write every iteration to this CSV file."),
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-              sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt, tp: int = TP, pp: int = PP, ep: int = EP,
+              replicas: int = Replicas):
     """Simulate serving: static vs continuous batching on the roofline step cost."""
     fmt = _fmt(fmt)
     runs = serving.serve_runs(model, hardware, policy, requests, slots, rate, trace,
                               prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, _budget(token_budget),
-                              seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum)
+                              seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum, tp, pp, ep,
+                              replicas)
     table = serving._table([r.summary for r in runs], serving.SUMMARY)
     if timeline:
         try:

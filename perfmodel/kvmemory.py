@@ -65,17 +65,24 @@ class KVSizes:
         return tokens * self.per_token + seqs * self.per_seq
 
 
-def kv_sizes(model: Model, hw: Hardware, prec: Precision | None = None) -> KVSizes:
+def kv_sizes(model: Model, hw: Hardware, prec: Precision | None = None, layout=None) -> KVSizes:
+    """Per device of the layout (tp splits KV heads, ep gives each device group its own sequences):
+    bytes one cached token adds on the device that holds it, and the memory the replica's ep device
+    groups leave for the cache after their weights (ep x one device's)."""
+    from .ops import Layout
+
     prec = prec or Precision()
-    ps = engine.per_sequence(model, np.array([0.0]), prec)
+    lay = layout or Layout()
+    ps = engine.per_sequence(model, np.array([0.0, 1.0]), prec, layout=lay)
     weights = float(ps["weight_bytes"])
     cap = hw.memory_capacity - weights
     if cap <= 0:
         raise SpecError(hw.key or hw.name, "memory_capacity",
-                        f"{model.name}'s weights ({weights:.4g} B) leave no memory for a KV cache "
+                        f"{model.name}'s weights ({weights:.4g} B per device) leave no memory for a KV cache "
                         f"({hw.memory_capacity:.4g} B)")
-    return KVSizes(float(engine.kv_growth_per_token(model, prec)), float(ps["fixed_state_bytes_per_seq"][0]),
-                   weights, cap, int(model.max_context))
+    per_token = float(ps["kv_bytes_per_seq"][1] - ps["kv_bytes_per_seq"][0])
+    return KVSizes(per_token, float(ps["fixed_state_bytes_per_seq"][0]), weights, cap * lay.ep,
+                   int(model.max_context))
 
 
 class Seq:

@@ -263,8 +263,9 @@ def _whole(v, opt, minimum=1) -> int:
 class StepCost:
     """Iteration time from engine.mixed_step, cached on the (quantized) batch composition."""
 
-    def __init__(self, model: Model, hw: Hardware, prec: Precision, quantum: int = 16):
+    def __init__(self, model: Model, hw: Hardware, prec: Precision, quantum: int = 16, layout=None):
         self.model, self.hw, self.prec, self.q = model, hw, prec, _whole(quantum, "--cost-quantum")
+        self.layout = layout
         self.cache: dict = {}
         self.calls = 0
 
@@ -275,7 +276,8 @@ class StepCost:
         t = self.cache.get(key)
         if t is None:
             a = np.array(key, dtype=np.float64)
-            t = self.cache[key] = engine.mixed_step(self.model, self.hw, a[:, 0], a[:, 1], self.prec)["latency_s"]
+            t = self.cache[key] = engine.mixed_step(self.model, self.hw, a[:, 0], a[:, 1], self.prec,
+                                                    layout=self.layout)["latency_s"]
             self.calls += 1
         return t
 
@@ -499,7 +501,7 @@ class _Sim:
 def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "continuous", slots=8,
              kv_manager: str = "paged", block_size: int = 16, sharing: bool = True, prefill: str = "chunked",
              token_budget=None, prec: Precision | None = None, cost_quantum: int = 16,
-             cost: StepCost | None = None) -> SimResult:
+             cost: StepCost | None = None, layout=None) -> SimResult:
     """Run one policy over a traffic (make_traffic) on one model and device."""
     prec = prec or Precision()
     for opt, v, ok in (("--policy", policy, POLICIES), ("--kv-manager", kv_manager, MANAGERS),
@@ -508,8 +510,8 @@ def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "contin
             raise SpecError(opt, None, f"must be one of {', '.join(ok)}, got {v!r}")
     slots = None if slots is None else _whole(slots, "--slots")
     budget = None if token_budget is None else _whole(token_budget, "--token-budget")
-    sizes = kv_sizes(model, hw, prec)
-    cost = cost or StepCost(model, hw, prec, cost_quantum)
+    sizes = kv_sizes(model, hw, prec, layout)
+    cost = cost or StepCost(model, hw, prec, cost_quantum, layout)
     if kv_manager == "paged":
         mem = Paged(sizes, _whole(block_size, "--block-size"), sharing, traffic.shared_prefix)
     else:
@@ -568,19 +570,39 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
                block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
                seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
-               cost_quantum=16) -> list:
-    """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic."""
+               cost_quantum=16, tp=1, pp=1, ep=1, replicas=1) -> list:
+    """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic.
+
+    tp and ep spread one replica over devices (engine.mixed_step costs the collectives; memory is
+    per device). With R replicas behind a round-robin balancer each serves every R-th request: one
+    replica is simulated on its share (requests/R, rate/R) and the summary's throughput counts all R.
+    """
+    from .api import layout as _layout
+
     pols = POLICIES if policy == "both" else (policy,)
     if policy != "both" and policy not in POLICIES:
         raise SpecError("--policy", None, f"must be static, continuous or both, got {policy!r}")
+    lay = _layout(tp, pp, ep, replicas)
+    if lay.pp > 1:
+        raise SpecError("--pp", None, "the serving simulator models tp, ep and replicas, not pipeline stages")
     m, hw, prec = _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets)
-    tr = make_traffic(requests, rate, trace, prompt_len, output_len, samples, shared_prefix, seed)
-    cost = StepCost(m, hw, prec, cost_quantum)
-    return [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
-                     cost=cost) for p in pols]
+    R = lay.replicas
+    if R > 1 and trace is not None:
+        raise SpecError("--replicas", None, "with a trace, simulate one replica's share of it (no splitting of traces)")
+    share = None if requests is None else max(1, -(-int(requests) // R))
+    tr = make_traffic(share, None if rate is None else rate / R, trace, prompt_len, output_len, samples,
+                      shared_prefix, seed)
+    one = lay.__class__(lay.tp, 1, lay.ep, 1)
+    cost = StepCost(m, hw, prec, cost_quantum, one)
+    runs = [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
+                     cost=cost, layout=one) for p in pols]
+    for r in runs:
+        r.summary["throughput_tok_s"] *= R
+        r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices)
+    return runs
 
 
-SUMMARY = ["policy", "kv_manager", "prefill", "slots", "requests", "sequences", "tokens", "makespan_s",
+SUMMARY = ["policy", "kv_manager", "prefill", "slots", "tp", "ep", "replicas", "devices", "requests", "sequences", "tokens", "makespan_s",
            "throughput_tok_s", "mean_latency_s", "p50_latency_s", "p90_latency_s", "p99_latency_s", "mean_ttft_s",
            "p50_ttft_s", "p90_ttft_s", "p99_ttft_s", "mean_tpot_s", "p50_tpot_s", "p90_tpot_s", "p99_tpot_s",
            "steps", "preemptions", "mean_running", "peak_running", "kv_capacity_bytes", "peak_kv_reserved_bytes",

@@ -275,3 +275,24 @@ def test_bad_serving_options_are_one_line_errors(capsys, argv, msg):
     assert main(["serve-sim", "--requests", "4", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and msg in err
+
+
+def test_serving_takes_a_layout_costed_by_the_same_collectives():
+    from perfmodel import serving
+
+    base = dict(requests=16, slots=4, output_len="lognormal:median=8,max=64", seed=1)
+    one = serving.serve_runs("llama-2-13b", "h100-sxm", "continuous", **base)[0].summary
+    same = serving.serve_runs("llama-2-13b", "h100-sxm", "continuous", tp=1, **base)[0].summary
+    assert one["throughput_tok_s"] == same["throughput_tok_s"]
+    tp4 = serving.serve_runs("llama-2-13b", "h100-sxm", "continuous", tp=4, **base)[0].summary
+    assert tp4["devices"] == 4 and tp4["mean_tpot_s"] < one["mean_tpot_s"]  # four devices' bandwidth
+    two = serving.serve_runs("llama-2-13b", "h100-sxm", "continuous", replicas=2, **{**base, "requests": 32})
+    assert two[0].summary["throughput_tok_s"] == pytest.approx(2 * one["throughput_tok_s"])  # 16 each
+
+
+def test_serving_refuses_pipelines_in_one_line(capsys):
+    from perfmodel.cli import main
+
+    assert main(["serve-sim", "--requests", "8", "--pp", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--pp" in err[0]
