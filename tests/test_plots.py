@@ -15,6 +15,8 @@ CASES = {
     "memory": lambda: plots.memory(batch=[1, 32, 64, 128]),
     "kv": lambda: plots.kv(context=[1024, 8192, 65536]),
     "speculative": lambda: plots.speculative(draft_cost=0.2),
+    "validation": lambda: plots.validation(__import__("pathlib").Path(__file__).resolve().parent.parent
+                                           / "docs" / "validation" / "cpu-quick"),
     "serving": lambda: plots.serving(requests=16, slots=4, output_len="lognormal:median=8,max=64"),
 }
 

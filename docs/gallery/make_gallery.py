@@ -21,6 +21,7 @@ FIGURES = {
                                                context=[1024, 2048, 4096, 8192, 16384, 32768]),
     "kv-variants.png": lambda: plots.kv(),
     "speculative.png": lambda: plots.speculative(draft_cost=0.1),
+    "validation.png": lambda: plots.validation(HERE.parent / "validation" / "cpu-quick"),
     "serving.png": lambda: plots.serving("llama-2-13b", "h100-sxm", requests=64, slots=8,
                                          output_len="lognormal:median=18,max=231", seed=0),
 }
