@@ -204,21 +204,28 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
 
 def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1024, weights_dtype="bf16",
               kv_dtype=None, act_dtype="bf16", attention="fused", sets=None, phases=("prefill", "decode"),
-              quantize_embeddings=False) -> Table:
-    """Per-op FLOPs, bytes, intensity, roofline time and bound, for prefill and decode (all layers)."""
+              quantize_embeddings=False, tp=1, pp=1, ep=1) -> Table:
+    """Per-op FLOPs, bytes, intensity, roofline time and bound, for prefill and decode (all layers).
+
+    With a layout, one device's ops, and the collectives as rows whose bytes are those each device
+    sends over the link (bound "link" or "network")."""
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B = float(_positive(batch, "--batch")[0])
     S = float(_positive(context, "--context")[0])
     (m,), (hw,) = specs(model, hardware, sets)
     _warn_context(m, S)
+    lay = layout(tp, pp, ep)
     rows = {k: [] for k in ("op", "phase", "layers", "flops", "bytes", "intensity", "time_s", "bound")}
     for phase in phases:
-        ops = build_ops(m, B, 1.0 if phase == "decode" else S, S, phase, prec, attention)
-        for op, (tc, tm, t) in zip(ops, engine.op_times(ops, hw, prec)):
-            f, b = float(op.flops) * op.count, float(op.bytes) * op.count
+        ops = build_ops(m, B, 1.0 if phase == "decode" else S, S, phase, prec, attention, layout=lay)
+        for op, (tc, tm, t) in zip(ops, engine.op_times(ops, hw, prec, lay)):
+            comm = op.kind == "comm"
+            f = float(op.flops) * op.count
+            b = float(np.sum(op.comm_bytes if comm else op.bytes)) * op.count
+            bound = engine.link_cost(hw, lay, op.link)[2] if comm else ("compute" if tc > tm else "memory")
             for k, v in (("op", op.label), ("phase", phase), ("layers", op.count), ("flops", f), ("bytes", b),
                          ("intensity", f / b if b else float("inf")), ("time_s", float(t) * op.count),
-                         ("bound", "compute" if tc > tm else "memory")):
+                         ("bound", bound)):
                 rows[k].append(v)
     return {k: np.asarray(v, dtype=object if k in ("op", "phase", "bound") else float) for k, v in rows.items()}
 

@@ -176,10 +176,11 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
 def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer.Option(1, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
               context: float = typer.Option(1024, "--context", help="Context S in tokens (comma list)."), weights_dtype: str = WDtype,
               kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
-              sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb):
-    """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode."""
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
+              tp: int = TP, pp: int = PP, ep: int = EP):
+    """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode (collectives too)."""
     t = api.intensity(model, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, attention, _sets(sets),
-                      quantize_embeddings=quantize_embeddings)
+                      quantize_embeddings=quantize_embeddings, tp=tp, pp=pp, ep=ep)
     cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound"]
     _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]))
 

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from . import api, serving
-from .cli import EP, PP, TP, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out, _sets, app
+from .cli import EP, PP, TP, Energy, Price, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out, _sets, app
 from .errors import SpecError
 from .report import _human, _is_num, render
 
@@ -89,22 +89,23 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
                                                      help="Write every iteration to this CSV file."),
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, tp: int = TP, pp: int = PP, ep: int = EP,
-              replicas: int = Replicas):
+              replicas: int = Replicas, price: Optional[str] = Price, energy: bool = Energy):
     """Simulate serving: static vs continuous batching on the roofline step cost."""
     fmt = _fmt(fmt)
     runs = serving.serve_runs(model, hardware, policy, requests, slots, rate, trace,
                               prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, _budget(token_budget),
                               seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum, tp, pp, ep,
-                              replicas)
-    table = serving._table([r.summary for r in runs], serving.SUMMARY)
+                              replicas, price, energy)
+    econ = [c for c in serving.ECONOMICS if c in runs[0].summary]
+    table = serving._table([r.summary for r in runs], serving.SUMMARY + econ)
     if timeline:
         try:
             with open(timeline, "w") as f:
                 f.write(render(serving.timeline(runs), "csv") + "\n")
         except OSError as e:
             raise SpecError("--timeline", None, f"cannot write {timeline}: {e.strerror or e}") from None
-    _out(_render(table, fmt, serving.SUMMARY, SIM_HUMAN))
+    _out(_render(table, fmt, serving.SUMMARY + econ, SIM_HUMAN + [(c, c) for c in econ]))
     if fmt == "table" and len(runs) == 2:
         s, c = (r.summary for r in runs)
         lat = s["mean_latency_s"] / c["mean_latency_s"]

@@ -570,7 +570,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
                block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
                seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
-               cost_quantum=16, tp=1, pp=1, ep=1, replicas=1) -> list:
+               cost_quantum=16, tp=1, pp=1, ep=1, replicas=1, price=None, energy=False) -> list:
     """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic.
 
     tp and ep spread one replica over devices (engine.mixed_step costs the collectives; memory is
@@ -596,9 +596,14 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     cost = StepCost(m, hw, prec, cost_quantum, one)
     runs = [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
                      cost=cost, layout=one) for p in pols]
+    from .api import economics
+
     for r in runs:
         r.summary["throughput_tok_s"] *= R
         r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices)
+        if price is not None or energy or hw.price_per_hour:  # at the simulated throughput, all devices
+            r.summary.update(economics({"throughput_tok_s": r.summary["throughput_tok_s"]}, hw, lay.devices, price,
+                                       energy))
     return runs
 
 
@@ -617,7 +622,11 @@ def _table(rows: list, cols: list) -> dict:
 
 @functools.wraps(serve_runs)
 def serve_sim(*args, **kw) -> dict:
-    return _table([r.summary for r in serve_runs(*args, **kw)], SUMMARY)
+    runs = serve_runs(*args, **kw)
+    return _table([r.summary for r in runs], SUMMARY + [c for c in ECONOMICS if c in runs[0].summary])
+
+
+ECONOMICS = ["cost_per_million_tokens", "energy_per_token_j"]
 
 
 serve_sim.__doc__ = """One summary row per policy (serve_runs' arguments): throughput, latency, TTFT and TPOT

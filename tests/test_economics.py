@@ -36,3 +36,20 @@ def test_a_price_in_the_spec_is_used_and_the_cli_takes_dollars_per_hour(capsys, 
     assert "cost_per_million_tokens" in capsys.readouterr().out
     assert main(["decode", "--price", "cheap"]) == 2
     assert "--price" in capsys.readouterr().err
+
+
+def test_serve_sim_reports_cost_and_energy_at_the_simulated_throughput():
+    from perfmodel import serving
+
+    (r,) = serving.serve_runs(policy="continuous", requests=8, slots=4, price="2.49/h", energy=True)
+    s = r.summary
+    assert s["cost_per_million_tokens"] == pytest.approx(2.49 / 3600 / s["throughput_tok_s"] * 1e6)
+    assert s["energy_per_token_j"] == pytest.approx(700 / s["throughput_tok_s"])
+
+
+def test_intensity_lists_the_collectives_of_a_layout():
+    hw = pm.load_hardware("h100-sxm")
+    t = api.intensity("llama-2-13b", hw, batch=8, context=1024, tp=4, phases=("decode",))
+    rows = dict(zip(t["op"], t["bound"]))
+    assert rows["allreduce_mlp"] == "link" and rows["allreduce_attn"] == "link"
+    assert dict(zip(t["op"], t["bytes"]))["allreduce_mlp"] == pytest.approx(40 * 2 * 3 / 4 * 8 * 5120 * 2)
