@@ -287,9 +287,10 @@ def kv_bytes_per_token(model: Model, context, prec: Precision | None = None):
     return per_sequence(model, S, prec)["kv_bytes_per_seq"] / S
 
 
-def kv_growth_per_token(model: Model, prec: Precision | None = None) -> float:
-    """KV bytes one more token adds while the context is below every window: 2*K*H*L_kv*bytes."""
-    ps = per_sequence(model, np.array([0.0, 1.0]), prec)
+def kv_growth_per_token(model: Model, prec: Precision | None = None, layout: Layout | None = None) -> float:
+    """KV bytes one more token adds while the context is below every window: 2*K*H*L_kv*bytes
+    (on the device that holds it, for a layout)."""
+    ps = per_sequence(model, np.array([0.0, 1.0]), prec, layout=layout)
     return float(ps["kv_bytes_per_seq"][1] - ps["kv_bytes_per_seq"][0])
 
 

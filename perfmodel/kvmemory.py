@@ -73,15 +73,14 @@ def kv_sizes(model: Model, hw: Hardware, prec: Precision | None = None, layout=N
 
     prec = prec or Precision()
     lay = layout or Layout()
-    ps = engine.per_sequence(model, np.array([0.0, 1.0]), prec, layout=lay)
+    ps = engine.per_sequence(model, np.array([0.0]), prec, layout=lay)
     weights = float(ps["weight_bytes"])
     cap = hw.memory_capacity - weights
     if cap <= 0:
         raise SpecError(hw.key or hw.name, "memory_capacity",
                         f"{model.name}'s weights ({weights:.4g} B per device) leave no memory for a KV cache "
                         f"({hw.memory_capacity:.4g} B)")
-    per_token = float(ps["kv_bytes_per_seq"][1] - ps["kv_bytes_per_seq"][0])
-    return KVSizes(per_token, float(ps["fixed_state_bytes_per_seq"][0]), weights, cap * lay.ep,
+    return KVSizes(engine.kv_growth_per_token(model, prec, lay), float(ps["fixed_state_bytes_per_seq"][0]), weights, cap * lay.ep,
                    int(model.max_context))
 
 
