@@ -33,6 +33,11 @@ def _progress(total: int):
     return show
 
 
+def _round(r: int, total: int, seconds: float) -> None:
+    sys.stderr.write(f"perfmodel: round {r}/{total} done ({seconds:.0f} s)\n")
+    sys.stderr.flush()
+
+
 @app.command()
 def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or auto (CUDA when present)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer, smaller cases (about two minutes on 2 CPU cores)."),
@@ -59,7 +64,8 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
     busy = suite.busy()
     if busy:
         sys.stderr.write(f"perfmodel: warning: {busy}; other processes will distort the measurements\n")
-    results = M.run_suite(b, preset, _progress(n))
+    sys.stderr.write(f"perfmodel: {n} cases, timed in interleaved rounds (each round samples every case)\n")
+    results = M.run_suite(b, preset, _progress(n), _round)
     folder = Path(out)
     paths = M.write(results, folder)
     text, hw, eff = calibrate(results, paths["csv"].name, ref)

@@ -8,11 +8,11 @@
   tiny decode step (every op of the step, once); the overhead is the mean over them of
   (measured - roofline time on the calibrated ceilings).
 - gemm_weight_passes: how many times' worth of the weights' read time a matmul with more than one
-  row takes (a BLAS that packs the weight panel before its kernel). The `skinny` case times one
+  row takes (a BLAS that packs the weight panel before its kernel). Each `skinny` case times one
   X(M x D) . W(D x F) at a few rows, memory-bound, at a shape no validation case uses; inverting
-  the engine's time for it, max(FLOPs / peak, (bytes + (passes - 1) * weight bytes) / bandwidth)
-  + kernel_overhead, gives passes = ((measured - kernel_overhead) * bandwidth - activation bytes)
-  / weight bytes, floored at 1 (a library that streams the weights once, as cuBLAS does).
+  the engine's time for it, max(FLOPs / peak, bytes / bandwidth) + (passes - 1) * weight bytes /
+  bandwidth + kernel_overhead, gives one estimate; the value is their median, floored at 1 (a
+  library that streams the weights once, as cuBLAS does).
 No validation case takes part.
 - `like`: efficiency factors, measured / datasheet, against a catalog spec (e.g. h100-sxm).
 
@@ -80,35 +80,41 @@ def kernel_overhead(results: dict, hw: Hardware) -> tuple[float, int]:
     return (float(np.mean(excess)) if excess else 0.0), len(rows)
 
 
-def weight_passes(results: dict, hw: Hardware) -> dict | None:
-    """gemm_weight_passes from the skinny case, inverting the engine's time for it on hw (its
-    bandwidth, peak and kernel_overhead; its own gemm_weight_passes is ignored). None without a
-    skinny case. Returns the value and every number of the formula (for the YAML's source)."""
-    rec = next((r for r in results["cases"] if r["family"] == "skinny"), None)
-    if rec is None:
-        return None
+def _passes_of(rec: dict, hw: Hardware) -> dict:
+    """One skinny case inverted: the engine's time for it is max(t_compute, bytes / bw) + (passes - 1)
+    x weight bytes / bw + kernel_overhead, so passes = 1 + (median - kernel_overhead - roofline time)
+    x bw / weight bytes."""
     (op,), _ = C.case_ops(C.from_record(rec))
     ko = hw.kernel_overhead or 0.0
     t = rec["median_s"] - ko
     t_compute = float(op.flops / hw.peak(rec["dtype"]))
-    moved = t * hw.memory_bandwidth
-    other = float(op.bytes - op.w_read)  # activations read and written
-    # the engine's time is max(t_compute, bytes / bw) + (passes - 1) * weight bytes / bw; inverted:
     roof = max(t_compute, float(op.bytes) / hw.memory_bandwidth)
     raw = 1.0 + (t - roof) * hw.memory_bandwidth / float(op.w_read)
-    value = max(1.0, raw)
-    return {"value": value, "raw": raw, "case": rec, "t": t, "ko": ko, "t_compute": t_compute, "moved": moved,
-            "act_bytes": other, "w_bytes": float(op.w_read)}
+    return {"raw": raw, "case": rec, "ko": ko, "roof": roof, "w_bytes": float(op.w_read)}
+
+
+def weight_passes(results: dict, hw: Hardware) -> dict | None:
+    """gemm_weight_passes from the skinny cases: each inverted on hw (its bandwidth, peak and
+    kernel_overhead; its own gemm_weight_passes is ignored), then the median over them, floored at 1.
+    None without a skinny case. Returns the value, the median before the floor and each case's numbers
+    (for the YAML's source)."""
+    each = [_passes_of(r, hw) for r in results["cases"] if r["family"] == "skinny"]
+    if not each:
+        return None
+    raw = float(np.median([e["raw"] for e in each]))
+    return {"value": max(1.0, raw), "raw": raw, "each": each}
 
 
 def _passes_source(w: dict, hw: Hardware, raw: str) -> str:
-    r = w["case"]
-    p = r["params"]
-    f = (f"the skinny calibration case, {p['M']} rows x W({p['D']} x {p['F']}) {r['dtype']} ({_where(r, raw)}): "
-         f"passes = 1 + (median - kernel_overhead - roofline time) x bandwidth / weight bytes = "
-         f"1 + ({_ms(r['median_s'])} - {_ms(w['ko'])} - {_ms(max(w['t_compute'], (w['act_bytes'] + w['w_bytes']) / hw.memory_bandwidth))})"
-         f" x {hw.memory_bandwidth / 1e9:.4g} GB/s / {w['w_bytes'] / 1e6:.4g} MB = {w['raw']:.3f}")
-    return f + ("; floored at 1" if w["raw"] < 1 else "") + ". Applied to every matmul with more than one row " \
+    parts = []
+    for e in w["each"]:
+        r, p = e["case"], e["case"]["params"]
+        parts.append(f"{p['M']} rows x W({p['D']} x {p['F']}) {r['dtype']} ({_where(r, raw)}): 1 + ({_ms(r['median_s'])} - "
+                     f"{_ms(e['ko'])} - {_ms(e['roof'])}) x {hw.memory_bandwidth / 1e9:.4g} GB/s / {e['w_bytes'] / 1e6:.4g} MB"
+                     f" = {e['raw']:.3f}")
+    head = ("the median over the skinny calibration cases of passes = 1 + (median - kernel_overhead - roofline time)"
+            f" x bandwidth / weight bytes, {w['raw']:.3f}" + ("; floored at 1" if w["raw"] < 1 else ""))
+    return head + ": " + "; ".join(parts) + ". Applied to every matmul with more than one row " \
         "(and to the K/V read of attention whose query rows share a KV head)"
 
 

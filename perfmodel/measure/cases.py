@@ -174,6 +174,17 @@ def footprint(case: Case) -> float:
     return float(case.bytes)
 
 
+def resident(case: Case) -> float:
+    """Bytes a validation case keeps allocated while the suite interleaves it with others: a decode
+    step's KV cache and activations (its model's weights are shared by every step of that model and
+    counted once, outside), for the others their bytes moved (an upper bound: rotation copies share a pool)."""
+    if case.family == "decode":
+        p = case.params
+        m = memory(case_ops(case)[0], llama_model(p["model"]), p["B"], p["S"], precision(case.dtype))
+        return float(m["kv_cache_bytes"] + m["activation_bytes"])
+    return float(case.bytes)
+
+
 def from_record(rec: dict) -> Case:
     """The Case of a results.json entry (params are what the engine needs to predict it)."""
     return Case(rec["case"], rec["family"], rec["dtype"], dict(rec["params"]), rec["flops"], rec["bytes"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import numpy as np
 from .timing import WallTimer
 
 DTYPES = {"fp64": np.float64, "fp32": np.float32}  # numpy has BLAS for these two only
+SETTLE_S = 0.15  # > OpenBLAS's spin-wait after a call (2^28 cycles: 0.1 s at 2.6 GHz)
 
 
 def n_threads() -> int:
@@ -197,6 +199,13 @@ class CPUBackend:
 
     def timer(self):
         return WallTimer()  # numpy calls return when the work is done: nothing to synchronize
+
+    def settle(self) -> None:
+        """Let BLAS's worker threads go idle before the bandwidth probes. OpenBLAS threads spin for
+        about 2^28 cycles (OPENBLAS_THREAD_TIMEOUT's default; ~0.1 s) after a call, and numpy's loops
+        of the copy and the reduction would share the cores with them: on the 2-core development
+        machine a reduction right after a GEMV read 20 GB/s, and 31 GB/s alone."""
+        time.sleep(SETTLE_S)
 
     def cache_bytes(self) -> int | None:
         return llc_bytes()

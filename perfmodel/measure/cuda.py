@@ -169,6 +169,10 @@ class CUDABackend:
         torch = self.torch
         return EventTimer(lambda: torch.cuda.Event(enable_timing=True))
 
+    def settle(self) -> None:
+        """Nothing queued before the bandwidth probes."""
+        self.xp.sync()
+
     def host_timer(self):
         """A host clock around a device synchronize (an alternative to events)."""
         return WallTimer(sync=self.xp.sync)

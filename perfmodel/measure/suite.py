@@ -16,6 +16,7 @@ import datetime as _dt
 import json
 import math
 import os
+import random
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from . import cases as C
 from .llama import DecodeStep, attention
-from .timing import time_fn
+from .timing import Sampler
 
 MiB = 1 << 20
 # A Llama-shaped model at real width (Llama 3 8B's D, N, K, H, F) with a 32000 vocabulary, fewer layers
@@ -51,23 +52,25 @@ def plan(device: str, preset: str, cache: int | None = None, memory: int | None 
 
 def _sizes(device: str, preset: str) -> dict:
     if preset == "tiny":
-        return {"bw_bytes": 4 * MiB, "pool_bytes": 2 * MiB, "gemm": {"*": [64]}, "repeats": 2, "bw_repeats": 3, "warmup": 1,
-                "min_sample_s": 1e-4, "sweep": {"D": 64, "F": 96, "B": [1, 2, 4]}, "skinny": {"M": 3, "D": 48, "F": 80},
+        return {"bw_bytes": 4 * MiB, "pool_bytes": 2 * MiB, "gemm": {"*": [64]}, "repeats": 2, "bw_repeats": 3, "warmup": 1, "budget_bytes": 1 * MiB,
+                "min_sample_s": 1e-4, "sweep": {"D": 64, "F": 96, "B": [1, 2, 4]}, "skinny": [(3, 48, 80), (2, 40, 96)],
                 "attention": {"N": 4, "K": 2, "H": 16, "B": [1, 2], "S": [8, 32]},
                 "decode": {"model": {**TINY_MODEL, "L": 2}, "B": [1, 2], "S": [4, 16]},
                 "dispatch": {"model": TINY_MODEL, "B": 1, "S": 8}}
     if preset not in ("quick", "full"):
         raise ValueError(f"preset must be quick, full or tiny, got {preset!r}")
     quick = preset == "quick"
-    # skinny: a few rows at a width no validation case has; on the CPU its weights (88 MB fp32) rotate
-    # through the pool like the sweep's, on a GPU they (268 MB bf16) are already several times the L2
+    # skinny: (M, D, F), a few rows at widths no validation case has (the gemm_weight_passes is their
+    # median); on the CPU their weights (75-100 MB fp32) rotate through the pool like the sweep's, on a
+    # GPU they (268-302 MB bf16) are already several times the L2
     base = {"dispatch": {"model": TINY_MODEL, "B": 1, "S": 16}, "min_sample_s": 2e-3,
             "attention": {"N": 32, "K": 8, "H": 128},
-            "skinny": {"M": 8, "D": 3072, "F": 7168} if device == "cpu" else {"M": 8, "D": 8192, "F": 16384}}
+            "skinny": [(8, 3072, 7168), (4, 2048, 12288), (16, 6144, 3072)] if device == "cpu"
+            else [(8, 8192, 16384), (4, 6144, 24576), (16, 16384, 8192)]}
     if device == "cpu":
         return {**base, "bw_bytes": 512 * MiB, "gemm": {"fp32": [3072] if quick else [2048, 4096],
                                                         "fp64": [2048] if quick else [2048, 4096]},
-                "repeats": 5 if quick else 9, "bw_repeats": 15 if quick else 25, "warmup": 1 if quick else 2,
+                "repeats": 9 if quick else 15, "bw_repeats": 27 if quick else 45, "warmup": 1 if quick else 2,
                 "sweep": {"D": 5120, "F": 13824, "B": pow2(1, 256 if quick else 1024)},
                 "attention": {**base["attention"], "B": [1, 4, 16] if quick else pow2(1, 32),
                               "S": [1024, 4096] if quick else [512, 2048, 8192]},
@@ -121,8 +124,7 @@ def build_cases(p: dict, backend, memory: int | None = None) -> list[C.Case]:
     act = backend.act_dtype
     d = p["dispatch"]
     out += C.dispatch_cases(d["model"], d["B"], d["S"], act)
-    k = p["skinny"]
-    out.append(C.skinny_case(k["M"], k["D"], k["F"], act))
+    out += [C.skinny_case(M, D, F, act) for M, D, F in p["skinny"]]
     s = p["sweep"]
     out += [C.sweep_case(B, s["D"], s["F"], act) for B in s["B"]]
     a = p["attention"]
@@ -132,22 +134,26 @@ def build_cases(p: dict, backend, memory: int | None = None) -> list[C.Case]:
     return [c for c in out if not memory or C.footprint(c) <= memory / 2]
 
 
-class Runner:
-    """Builds each case's callable on a backend (allocations outside the timed region) and times it."""
+BANDWIDTH = ("reduce", "copy")  # the ceilings' probes: run back to back after the backend settles
 
-    def __init__(self, backend, p: dict, pool_bytes: int):
-        self.b, self.xp, self.p = backend, backend.xp, p
+
+class Runner:
+    """Builds each case's callable on a backend (allocations outside the timed region) and its sampler."""
+
+    def __init__(self, backend, p: dict, pool_bytes: int, clock=time.perf_counter):
+        self.b, self.xp, self.p, self.clock = backend, backend.xp, p, clock
         self.pool = Pool(self.xp, pool_bytes)
         self._params: dict = {}  # decode weights, shared by every (B, S) of one model
+        self.profiles: dict = {}  # decode case -> one {op name: seconds} per call, timed inside the call
 
     def callable(self, c: C.Case):
         xp, q = self.xp, c.params
         if c.family == "copy":
-            src = xp.rand((q["n"],), c.dtype)
+            src = self._bw_src(q["n"], c.dtype)
             dst = xp.empty_like(src)
             return lambda i: xp.copy(dst, src)
         if c.family == "reduce":
-            src = xp.rand((q["n"],), c.dtype)
+            src = self._bw_src(q["n"], c.dtype)
             return lambda i: xp.reduce(src)
         if c.family == "gemm":
             sets = [xp.operands(a, b, c.dtype) for a, b in self.pool.sets([(q["M"], q["K"]), (q["K"], q["N"])], c.dtype)]
@@ -162,51 +168,139 @@ class Runner:
             return lambda i: attention(xp, *sets[i % len(sets)])
         if c.family in ("decode", "dispatch"):
             key = json.dumps(q["model"], sort_keys=True)
+            if key not in self._params:
+                self._params = {}  # one model's weights alive at a time
             step = DecodeStep(xp, q["model"], q["B"], q["S"], c.dtype, self._params.get(key))
-            self._params = {key: step.params}  # keep one model's weights alive at a time
+            self._params[key] = step.params
             if c.family == "dispatch":
                 f = step.op(q["op_name"])
                 return lambda i: f()
+            if getattr(self.b, "synchronous", False):
+                return self._profiled(c.name, step)
             return step
         raise ValueError(f"unknown case family {c.family!r}")
 
-    def run(self, c: C.Case, progress=None) -> dict:
-        fn = self.callable(c)
+    def _bw_src(self, n: int, dtype: str):
+        """The copy and the reduction read one shared random buffer (the copy writes a second)."""
+        if getattr(self, "_src", None) is None or self._src[0] != (n, dtype):
+            self._src = ((n, dtype), self.xp.rand((n,), dtype))
+        return self._src[1]
+
+    def _profiled(self, name: str, step: DecodeStep):
+        """The step, timing each of its ops as it runs (a synchronous backend returns when an op is
+        done): the op profile comes from the very calls that are measured, not from other runs."""
+        calls = self.profiles.setdefault(name, [])
+        names, clock = [n for n, _ in step.ops], self.clock
+
+        def run(i):
+            acc = dict.fromkeys(names, 0.0)
+            for n, f in step.ops:
+                t0 = clock()
+                f()
+                acc[n] += clock() - t0
+            calls.append(acc)
+            return step.state["logits"]
+
+        return run
+
+    def repeats(self, c: C.Case) -> int:
+        """Samples of a calibration case over the whole run (the bandwidth probes and the skinny cases
+        are short and set the ceiling and a fitted term alone, so they get more)."""
+        return self.p["bw_repeats"] if c.family in BANDWIDTH + ("skinny",) else self.p["repeats"]
+
+    def sampler(self, c: C.Case) -> Sampler:
         min_s = self.p["min_sample_s"] if c.family == "dispatch" else 0.0
-        # the bandwidth cases are short and the ceiling; the skinny case calibrates a term alone
-        n = self.p["bw_repeats"] if c.family in ("copy", "reduce", "skinny") else self.p["repeats"]
-        t = time_fn(fn, n, self.p["warmup"], self.b.timer(), min_sample_s=min_s)
+        return Sampler(self.callable(c), self.b.timer(), min_sample_s=min_s).warm(self.p["warmup"])
+
+    def record(self, c: C.Case, s: Sampler) -> dict:
+        t = s.timing()
         rec = {**c.record(), **t.record()}
-        if c.family == "decode" and getattr(self.b, "synchronous", False):
-            rec["op_profile_s"] = profile(fn, self.p["repeats"])
-        del fn
+        calls = self.profiles.pop(c.name, None)
+        if calls:  # the timed calls are the last ones (inner = 1 for a decode step)
+            timed = calls[-t.repeats * t.inner:]
+            rec["op_profile_s"] = {n: float(np.median([a[n] for a in timed])) for n in timed[0]}
         rec["achieved_bytes_per_s"] = c.bytes / t.median if c.bytes else None
         rec["achieved_flops_per_s"] = c.flops / t.median if c.flops else None
-        if progress:
-            progress(rec)
         return rec
 
 
-def profile(step: DecodeStep, repeats: int, clock=time.perf_counter) -> dict:
-    """Seconds per step spent in each op name (all layers), the median over `repeats` steps, timed
-    op by op after the step's own timing. Only for backends whose calls return when the work is
-    done (a GPU would need a synchronize per op, which changes what is measured)."""
-    per = {n: [] for n, _ in step.ops}
-    for _ in range(repeats):
-        acc = dict.fromkeys(per, 0.0)
-        for n, f in step.ops:
-            t0 = clock()
-            f()
-            acc[n] += clock() - t0
-        for n, v in acc.items():
-            per[n].append(v)
-    return {n: float(np.median(v)) for n, v in per.items()}
+def groups(cases: list, budget: float) -> list[list]:
+    """Validation cases in run order, cut into consecutive groups whose resident bytes fit `budget`
+    (a case larger than the budget alone makes a group)."""
+    out, cur, used = [], [], 0.0
+    for c in cases:
+        r = C.resident(c)
+        if cur and used + r > budget:
+            out.append(cur)
+            cur, used = [], 0.0
+        cur.append(c)
+        used += r
+    return out + ([cur] if cur else [])
+
+
+def spread(n: int, rounds: int) -> list[int]:
+    """n samples over `rounds` rounds as evenly as possible: round r takes floor((r+1)n/R) - floor(rn/R)."""
+    return [(r + 1) * n // rounds - r * n // rounds for r in range(rounds)]
+
+
+def interleave(cal: list, val: list, runner: Runner, backend, budget: float, seed: int = 0, progress=None,
+               on_round=None) -> dict:
+    """Time every case in rounds: each round takes one sample of every validation case of the current
+    group and a share of every calibration case's samples, in a shuffled order (the bandwidth probes
+    first, back to back, once the backend has settled). So the ceilings and the cases they predict
+    are measured over the same minutes: a machine whose speed drifts (other tenants of a shared host)
+    moves both alike instead of biasing whichever was timed in the slow minute. Calibration cases are
+    built once; validation cases a group at a time, within `budget` bytes. Returns {case name: record}."""
+    parts = groups(val, budget) or [[]]
+    reps = runner.p["repeats"]
+    R = reps * len(parts)
+    live = {c.name: runner.sampler(c) for c in cal}
+    share = {c.name: spread(runner.repeats(c), R) for c in cal}
+    rng, recs, r = random.Random(seed), {}, 0
+    t0 = time.perf_counter()
+
+    def done(c, s):
+        recs[c.name] = runner.record(c, s)
+        if progress:
+            progress(recs[c.name])
+
+    for part in parts:
+        for c in part:
+            live[c.name] = runner.sampler(c)
+        for _ in range(reps):
+            todo = [c for c in cal if c.family not in BANDWIDTH for _ in range(share[c.name][r])] + list(part)
+            rng.shuffle(todo)
+            backend.settle()
+            probes = [c for c in cal if c.family in BANDWIDTH]
+            for k in range(max([share[c.name][r] for c in probes], default=0)):
+                for c in probes:
+                    if k < share[c.name][r]:
+                        live[c.name].sample()
+            for c in todo:
+                live[c.name].sample()
+            r += 1
+            if on_round:
+                on_round(r, R, time.perf_counter() - t0)
+        for c in part:
+            done(c, live.pop(c.name))
+    for c in cal:
+        done(c, live.pop(c.name))
+    return recs
 
 
 def _load() -> list | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
+        return None
+
+
+def _steal() -> float | None:
+    """Seconds of CPU time the hypervisor gave to other guests (all CPUs; /proc/stat), or None."""
+    try:
+        f = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(f[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
         return None
 
 
@@ -218,18 +312,30 @@ def _psi() -> str | None:
         return None
 
 
-def run_suite(backend, preset: str = "quick", progress=None) -> dict:
-    """Run every case of the preset on the backend; returns {"meta": ..., "cases": [...]}."""
-    p = plan(backend.name, preset, backend.cache_bytes(), backend.memory_bytes())
+def run_suite(backend, preset: str = "quick", progress=None, on_round=None, seed: int = 0) -> dict:
+    """Run every case of the preset on the backend, interleaved (see `interleave`); returns
+    {"meta": ..., "cases": [...]} with the cases in plan order."""
+    mem = backend.memory_bytes()
+    p = plan(backend.name, preset, backend.cache_bytes(), mem)
     runner = Runner(backend, p, p["pool_bytes"])
-    load0, psi0 = _load(), _psi()
-    recs = [runner.run(c, progress) for c in build_cases(p, backend, backend.memory_bytes())]
-    meta = {"perfmodel_measure": 1, "preset": preset, "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    cases = build_cases(p, backend, mem)
+    cal = [c for c in cases if c.role == "calibration"]
+    val = [c for c in cases if c.role == "validation"]
+    budget = p.get("budget_bytes") or (mem or 8192 * MiB) / 4
+    load0, psi0, steal0, t0 = _load(), _psi(), _steal(), time.perf_counter()
+    recs = interleave(cal, val, runner, backend, budget, seed, progress, on_round)
+    wall, steal1 = time.perf_counter() - t0, _steal()
+    meta = {"perfmodel_measure": 2, "preset": preset, "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             **backend.info(), "act_dtype": backend.act_dtype, "repeats": p["repeats"], "warmup": p["warmup"],
+            "schedule": {"interleaved": True, "rounds": p["repeats"] * len(groups(val, budget) or [[]]),
+                         "groups": len(groups(val, budget) or [[]]), "seed": seed, "budget_bytes": budget,
+                         "wall_s": round(wall, 2)},
             "cache_bytes": backend.cache_bytes(), "rotation_pool_bytes": p["pool_bytes"],
             "bandwidth_buffer_bytes": p["bw_bytes"], "decode_model": p["decode"]["model"],
-            "load_avg_start": load0, "load_avg_end": _load(), "cpu_pressure_start": psi0, "cpu_pressure_end": _psi()}
-    return {"meta": meta, "cases": recs}
+            "load_avg_start": load0, "load_avg_end": _load(), "cpu_pressure_start": psi0, "cpu_pressure_end": _psi(),
+            "steal_share": (round((steal1 - steal0) / (wall * (os.cpu_count() or 1)), 4)
+                            if steal0 is not None and steal1 is not None and wall > 0 else None)}
+    return {"meta": meta, "cases": [recs[c.name] for c in cases]}
 
 
 # ---------------------------------------------------------------- files

@@ -79,37 +79,66 @@ def _load() -> float:
         return float("nan")
 
 
+class Sampler:
+    """One case's timed calls, one sample at a time, so that the suite can interleave cases.
+
+    `warm(n)` makes n untimed calls, then grows `inner` until one sample lasts at least
+    `min_sample_s`; each `sample()` then times `inner` back-to-back calls and keeps their mean.
+    The call index goes on counting across samples (a case rotates its buffer copies by it).
+    """
+
+    def __init__(self, fn, timer=None, min_sample_s: float = 0.0, max_inner: int = 10_000, cpu_clock=time.process_time):
+        self.fn, self.timer, self.cpu_clock = fn, timer or WallTimer(), cpu_clock
+        self.min_sample_s, self.max_inner = min_sample_s, max_inner
+        self.i, self.inner, self.warmup = 0, 1, 0
+        self.samples: list = []
+        self.wall = self.cpu = 0.0
+        self.load0 = _load()
+
+    def _calls(self, n: int) -> float:
+        self.timer.start()
+        for _ in range(n):
+            self.fn(self.i)
+            self.i += 1
+        return self.timer.stop()
+
+    def warm(self, warmup: int = 1) -> "Sampler":
+        if warmup < 0:
+            raise ValueError(f"need warmup >= 0, got {warmup}")
+        for _ in range(warmup):
+            self.fn(self.i)
+            self.i += 1
+        self.warmup += warmup
+        if self.min_sample_s > 0:  # grow the inner loop until one sample is long enough to time reliably
+            while True:
+                dt = self._calls(self.inner)
+                if dt >= self.min_sample_s or self.inner >= self.max_inner:
+                    break
+                grow = self.inner * 2 if dt <= 0 else max(self.inner * 2, math.ceil(self.inner * 1.2 * self.min_sample_s / dt))
+                self.inner = min(self.max_inner, grow)
+        self.load0 = _load()
+        return self
+
+    def sample(self) -> float:
+        c0 = self.cpu_clock()
+        dt = self._calls(self.inner)
+        self.cpu += self.cpu_clock() - c0
+        self.wall += dt
+        self.samples.append(dt / self.inner)
+        return self.samples[-1]
+
+    def timing(self) -> Timing:
+        util = self.cpu / self.wall if self.wall > 0 else float("nan")
+        return Timing(list(self.samples), self.warmup, self.inner, (self.load0, _load()), util)
+
+
 def time_fn(fn, repeats: int = 5, warmup: int = 1, timer=None, min_sample_s: float = 0.0,
             max_inner: int = 10_000, cpu_clock=time.process_time) -> Timing:
     """Time fn(i) (i = call index, for buffer rotation): `warmup` untimed calls, then `repeats`
-    samples of `inner` calls each. Returns per-call seconds of each sample."""
+    samples of `inner` calls each, back to back. Returns per-call seconds of each sample."""
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
-    timer = timer or WallTimer()
-    i = 0
-    for _ in range(warmup):
-        fn(i)
-        i += 1
-    inner = 1
-    if min_sample_s > 0:  # grow the inner loop until one sample is long enough to time reliably
-        while True:
-            timer.start()
-            for _ in range(inner):
-                fn(i)
-                i += 1
-            dt = timer.stop()
-            if dt >= min_sample_s or inner >= max_inner:
-                break
-            inner = min(max_inner, inner * 2 if dt <= 0 else max(inner * 2, math.ceil(inner * 1.2 * min_sample_s / dt)))
-    load0, c0 = _load(), cpu_clock()
-    samples, wall = [], 0.0
+    s = Sampler(fn, timer, min_sample_s, max_inner, cpu_clock).warm(warmup)
     for _ in range(repeats):
-        timer.start()
-        for _ in range(inner):
-            fn(i)
-            i += 1
-        dt = timer.stop()
-        wall += dt
-        samples.append(dt / inner)
-    util = (cpu_clock() - c0) / wall if wall > 0 else float("nan")
-    return Timing(samples, warmup, inner, (load0, _load()), util)
+        s.sample()
+    return s.timing()
