@@ -74,10 +74,11 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
     if eff:
         results["meta"]["efficiency_vs"] = {"spec": like, **eff}
         M.write(results, folder)
-    rows = {"quantity": ["memory_bandwidth"] + [f"peak_flops.{k}" for k in hw.peak_flops] + ["kernel_overhead",
-                                                                                               "gemm_weight_passes"],
+    rows = {"quantity": ["memory_bandwidth"] + [f"peak_flops.{k}" for k in hw.peak_flops]
+            + ["kernel_overhead", "gemm_weight_passes", "attention_kv_passes"],
             "measured": [f"{hw.memory_bandwidth / 1e9:.4g} GB/s"] + [f"{v / 1e9:.4g} GFLOP/s" for v in hw.peak_flops.values()]
-            + [f"{(hw.kernel_overhead or 0) * 1e6:.3g} us", f"{hw.gemm_weight_passes or 1:.3g}"]}
+            + [f"{(hw.kernel_overhead or 0) * 1e6:.3g} us", f"{hw.gemm_weight_passes or 1:.3g}",
+               f"{hw.attention_kv_passes or 1:.3g}"]}
     if eff:
         rows[f"vs {like}"] = [f"{eff[q]:.3f}" if q in eff else "-" for q in rows["quantity"]]
     from .report import render
@@ -91,7 +92,7 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
 def validate(results: str = typer.Argument(..., help="A folder written by `perfmodel measure`, or its results.json."),
              hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Spec to predict with (default: the folder's measured.yaml)."),
              overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Include the spec's kernel_overhead."),
-             passes: bool = typer.Option(True, "--weight-passes/--no-weight-passes", help="Include the spec's gemm_weight_passes (multi-row matmuls move their weights that many times)."),
+             passes: bool = typer.Option(True, "--weight-passes/--no-weight-passes", help="Include the spec's gemm_weight_passes and attention_kv_passes (multi-row matmuls move their weights, and attention its K/V cache, that many times)."),
              plot: Optional[str] = typer.Option(None, "--plot", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
              ops: Optional[str] = typer.Option(None, "--ops", help="A decode case: measured vs predicted time per op."),
              fmt: str = Fmt):
@@ -134,14 +135,16 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
     summary = {"family": fams["family"], "cases": fams["cases"],
                "median |error|": [f"{x:.1%}" for x in fams["median_abs_error"]],
                "p90 |error|": [f"{x:.1%}" for x in fams["p90_abs_error"]]}
-    has_ko, has_wp = bool(hw.kernel_overhead), hw.gemm_weight_passes not in (None, 1.0)
+    has_ko = bool(hw.kernel_overhead)
+    has_wp = hw.gemm_weight_passes not in (None, 1.0) or hw.attention_kv_passes not in (None, 1.0)
     off = ([("no overhead", False, True)] if has_ko else []) + ([("passes = 1", True, False)] if has_wp else []) \
         + ([("neither", False, False)] if has_ko and has_wp else [])
     for label, o, p in off:  # what each calibrated term buys: the medians without it
         summary[f"median, {label}"] = [f"{x:.1%}" for x in by_family(run(data, hw, o, p))["median_abs_error"]]
     _out(render(summary, "table"))
     ko = f", kernel_overhead {hw.kernel_overhead * 1e6:.3g} us" if hw.kernel_overhead else ""
-    wp = f", gemm_weight_passes {hw.gemm_weight_passes:.4g}" if has_wp else ""
+    wp = (f", gemm_weight_passes {hw.gemm_weight_passes or 1:.4g}, attention_kv_passes {hw.attention_kv_passes or hw.gemm_weight_passes or 1:.4g}"
+          if has_wp else "")
     _out(f"# predicted with {hw.key}: {hw.memory_bandwidth / 1e9:.4g} GB/s, "
          + ", ".join(f"{k} {v / 1e9:.4g} GFLOP/s" for k, v in hw.peak_flops.items()) + ko + wp)
     _out("# error = predicted / measured - 1 (negative: the engine is optimistic)")

@@ -49,7 +49,8 @@ def link_cost(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, s
 def _op_terms(ops, hw, prec, layout=None, comm=True):
     peaks = _peaks(hw, prec)
     fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel launch/dispatch cost (0 for datasheet specs)
-    passes = hw.gemm_weight_passes or 1.0  # calibrated: a BLAS that packs the streamed operand moves it again
+    passes = {MATMUL: hw.gemm_weight_passes or 1.0,  # calibrated: a BLAS that packs the streamed operand moves it again
+              ATTENTION: hw.attention_kv_passes or hw.gemm_weight_passes or 1.0}  # per-head products: the K/V read
     out = []
     for op in ops:
         if op.kind == COMM:  # alpha-beta: bytes / link bandwidth + one latency per sequential step
@@ -64,12 +65,13 @@ def _op_terms(ops, hw, prec, layout=None, comm=True):
         tc = op.flops / peaks[op.kind]
         tm = b / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
         pack = 0.0
-        if passes != 1.0 and op.kind in (MATMUL, ATTENTION):
+        k = passes.get(op.kind, 1.0)
+        if k != 1.0:
             # a BLAS that packs the streamed operand (weights; a K/V head shared by several query rows)
-            # copies it (passes - 1) more times, on the same cores and before the FMA kernel: it adds to
+            # copies it (k - 1) more times, on the same cores and before the FMA kernel: it adds to
             # the time instead of hiding under max()
             streamed = op.w_read if op.kind == MATMUL else op.kv_read
-            extra = np.where(np.asarray(op.rows) > 1, (passes - 1.0) * streamed, 0.0)
+            extra = np.where(np.asarray(op.rows) > 1, (k - 1.0) * streamed, 0.0)
             b, pack = b + extra, extra / hw.memory_bandwidth
         out.append((tc, tm + pack, np.maximum(tc, tm) + pack + fixed, b))
     return out

@@ -186,8 +186,9 @@ _HW_QTY = {"memory_capacity": "bytes", "memory_bandwidth": "bytes/s", "interconn
            "link_bandwidth": "bytes/s", "link_latency": "s", "network_bandwidth": "bytes/s", "network_latency": "s",
            # cost and energy (docs/cost.md): a measured board power, and a rental price per device-hour
            "power": "W", "price_per_hour": "USD/h",
-           # calibrated by `perfmodel measure`: how often a multi-row product moves its weight operand
-           "gemm_weight_passes": "ratio"}
+           # calibrated by `perfmodel measure`: how often a multi-row product moves its weight operand,
+           # and how often decode attention's per-head products move the K/V cache
+           "gemm_weight_passes": "ratio", "attention_kv_passes": "ratio"}
 
 
 @dataclass
@@ -210,6 +211,7 @@ class Hardware:
     power: float | None = None  # W, a measured board power under load (energy uses it before tdp)
     price_per_hour: float | None = None  # USD per device-hour
     gemm_weight_passes: float | None = None  # weight traffic multiplier of a matmul with > 1 row (BLAS packing)
+    attention_kv_passes: float | None = None  # the same for the K/V read of attention (None: gemm_weight_passes)
     sources: dict = field(default_factory=dict)
     description: str = ""
     key: str = ""  # catalog name or path it was loaded from
@@ -462,7 +464,8 @@ def _split_sets(sets: dict | None, kind_fields: set) -> dict:
 
 HARDWARE_FIELDS = {"memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "l2_cache", "tdp",
                    "kernel_overhead", "link_bandwidth", "link_latency", "network_bandwidth", "network_latency",
-                   "devices_per_node", "power", "price_per_hour", "gemm_weight_passes"}
+                   "devices_per_node", "power", "price_per_hour", "gemm_weight_passes",
+                   "attention_kv_passes"}
 MODEL_FIELDS = _MODEL_ALLOWED - {"name", "source", "description"}
 
 

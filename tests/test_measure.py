@@ -187,6 +187,72 @@ def test_cuda_event_timing_converts_milliseconds_and_waits_for_the_end_event():
     assert log == ["sync"] * 3
 
 
+class _LogRunner(suite.Runner):
+    """A Runner whose cases log their calls on a fake clock instead of running (the schedule alone)."""
+
+    def __init__(self, p, log, built):
+        self.p, self.log, self.built, self.profiles = p, log, built, {}
+        self.clock = FakeClock()
+
+    def sampler(self, c):
+        from perfmodel.measure.timing import Sampler
+
+        self.built.append(c.name)
+        warming = [True]
+
+        def fn(i):
+            if not warming[0]:  # the log holds the timed calls only
+                self.log.append(c.name)
+            self.clock.t += 1e-3
+
+        s = Sampler(fn, WallTimer(self.clock), cpu_clock=lambda: 0.0).warm(self.p["warmup"])
+        warming[0] = False
+        return s
+
+
+@pytest.mark.parametrize("budget", [1e12, 0.0])
+def test_interleaved_rounds_sample_every_case_in_every_round_and_probe_bandwidth_after_settling(budget):
+    class Backend:
+        def settle(self):
+            log.append("settle")
+
+    p = suite._sizes("cpu", "tiny")
+    cases = suite.build_cases(p, type("B", (), {"act_dtype": "fp32", "gemm_dtypes": lambda self: ["fp32"]})())
+    cal = [c for c in cases if c.role == "calibration"]
+    val = [c for c in cases if c.role == "validation"]
+    log, built = [], []
+    recs = suite.interleave(cal, val, _LogRunner(p, log, built), Backend(), budget)
+    parts = suite.groups(val, budget)
+    assert len(parts) == (1 if budget else len(val))  # a budget of 0 puts each case in a group of its own
+    R = p["repeats"] * len(parts)
+    rounds = " ".join(log).split("settle")[1:]
+    assert log[0] == "settle"
+    assert len(rounds) == R
+    runner = _LogRunner(p, [], [])
+    for c in cal:  # every calibration case gets its samples, spread over all rounds
+        assert recs[c.name]["repeats"] == runner.repeats(c) == sum(suite.spread(runner.repeats(c), R))
+    for c in val:
+        assert recs[c.name]["repeats"] == p["repeats"]
+    k = 0
+    for part in parts:
+        for r in rounds[k:k + p["repeats"]]:
+            names = r.split()
+            assert sorted(n for n in names if n.split("/")[0] in C.VALIDATION) == sorted(c.name for c in part)
+            probes = [n for n in names if n.split("/")[0] in suite.BANDWIDTH]
+            assert names[:len(probes)] == probes  # the bandwidth probes run first, right after settling
+        k += p["repeats"]
+    # a group's cases are built only when the group starts: never more than one group alive
+    first_val = built.index(val[0].name)
+    assert built[:first_val] == [c.name for c in cal]
+    assert built[first_val:] == [c.name for c in val]
+
+
+def test_spread_puts_n_samples_over_r_rounds_evenly():
+    for n, r in [(27, 9), (9, 9), (3, 7), (45, 15), (5, 2)]:
+        s = suite.spread(n, r)
+        assert sum(s) == n and len(s) == r and max(s) - min(s) <= 1
+
+
 def test_the_cuda_backend_imports_without_a_gpu_and_says_why_it_cannot_run(capsys):
     ok, why = cuda.available()
     if ok:
@@ -250,12 +316,35 @@ def test_a_machine_whose_multi_row_matmuls_move_the_weights_k_times_calibrates_b
         assert np.min(bare["error"]) < -1e-2 and np.all(bare["error"] < 1e-3)
 
 
+@given(bw=st.floats(1e9, 1e13), k=st.floats(1.0, 6.0), kv=st.floats(1.0, 9.0), ko=st.sampled_from([0.0, 1e-7, 3e-6]))
+def test_attention_that_moves_its_kv_cache_kv_times_calibrates_back_to_kv_apart_from_the_weight_passes(bw, k, kv, ko):
+    hw = Hardware("spec", 1e9, bw, {"fp32": 100 * bw}, kernel_overhead=ko or None, gemm_weight_passes=k,
+                  attention_kv_passes=kv)
+    res = _machine(hw)
+    _, got, _ = calibrate(res)
+    assert got.attention_kv_passes == pytest.approx(kv, rel=1e-3) and got.gemm_weight_passes == pytest.approx(k, rel=1e-3)
+    assert "results.csv case 'kv/fp32/N=4,K=2,H=16/B=3,S=24'" in got.sources["attention_kv_passes"]
+    t = validate(res, got)
+    assert np.max(np.abs(t["error"])) < 1e-3
+    if abs(kv - k) > 0.5 and not ko:  # one number for both would be wrong on attention
+        att = np.asarray(t["family"]) == "attention"
+        shared = validate(res, got.replace(attention_kv_passes=None))
+        assert np.min(np.abs(shared["error"][att])) > 1e-2
+
+
+def test_without_its_own_kv_term_attention_pays_the_weight_passes():
+    hw = Hardware("old spec", 1e9, 2e10, {"fp32": 4e11}, gemm_weight_passes=3.0)
+    c = C.attention_case(2, 64, 4, 2, 16, "fp32")
+    assert C.predict(c, hw) == pytest.approx(C.predict(c, hw.replace(attention_kv_passes=3.0)))
+    assert C.predict(c, hw) > C.predict(c, hw.replace(attention_kv_passes=1.0))
+
+
 def test_packing_adds_to_compute_so_it_calibrates_even_when_compute_bound_and_is_one_without_it():
     slow_alus = Hardware("slow ALUs", 1e9, 1e11, {"fp32": 1e10}, gemm_weight_passes=4.0)  # ridge 0.1 FLOP/B
     _, got, _ = calibrate(_machine(slow_alus))
     assert got.gemm_weight_passes == pytest.approx(4.0, rel=1e-6)
     _, got, _ = calibrate(_machine(Hardware("cuBLAS-like", 1e9, 1e11, {"fp32": 1e14})))
-    assert got.gemm_weight_passes == 1.0
+    assert got.gemm_weight_passes == 1.0 and got.attention_kv_passes == 1.0
 
 
 def test_the_calibrated_yaml_is_a_spec_every_command_loads(tmp_path):

@@ -13,6 +13,9 @@
   the engine's time for it, max(FLOPs / peak, bytes / bandwidth) + (passes - 1) * weight bytes /
   bandwidth + kernel_overhead, gives one estimate; the value is their median, floored at 1 (a
   library that streams the weights once, as cuBLAS does).
+- attention_kv_passes: the same for the K/V cache that decode attention's per-head products read
+  (each KV head serves N/K query rows, so BLAS packs its K and V slices). Each `kv` case times
+  decode attention at a shape no validation case uses; the value is the median of the inversions.
 No validation case takes part.
 - `like`: efficiency factors, measured / datasheet, against a catalog spec (e.g. h100-sxm).
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import yaml
 
+from ..ops import ATTENTION
 from ..specs import Hardware, hardware_from_dict
 from . import cases as C
 
@@ -118,20 +122,55 @@ def _passes_source(w: dict, hw: Hardware, raw: str) -> str:
         "(and to the K/V read of attention whose query rows share a KV head)"
 
 
+def kv_passes(results: dict, hw: Hardware) -> dict | None:
+    """attention_kv_passes from the kv cases: the engine's time for a kv case is its time with the K/V
+    read once plus (passes - 1) x the K/V bytes of its multi-row products / bw, so passes = 1 +
+    (median - time with one read) x bw / those bytes, per case; the value is their median, floored at
+    1. None without a kv case."""
+    once = hw.replace(attention_kv_passes=1.0)
+    each = []
+    for r in (r for r in results["cases"] if r["family"] == "kv"):
+        case = C.from_record(r)
+        ops, _ = C.case_ops(case)
+        streamed = float(sum(o.kv_read * o.count for o in ops if o.kind == ATTENTION and np.all(np.asarray(o.rows) > 1)))
+        t1 = C.predict(case, once)
+        raw = 1.0 + (r["median_s"] - t1) * hw.memory_bandwidth / streamed if streamed else 1.0
+        each.append({"raw": raw, "case": r, "t1": t1, "kv_bytes": streamed})
+    if not each:
+        return None
+    raw = float(np.median([e["raw"] for e in each]))
+    return {"value": max(1.0, raw), "raw": raw, "each": each}
+
+
+def _kv_source(w: dict, hw: Hardware, raw: str) -> str:
+    parts = []
+    for e in w["each"]:
+        r, p = e["case"], e["case"]["params"]
+        parts.append(f"N={p['N']}, K={p['K']}, H={p['H']}, B={p['B']}, S={p['S']} {r['dtype']} ({_where(r, raw)}): 1 + "
+                     f"({_ms(r['median_s'])} - {_ms(e['t1'])}) x {hw.memory_bandwidth / 1e9:.4g} GB/s / "
+                     f"{e['kv_bytes'] / 1e6:.4g} MB = {e['raw']:.3f}")
+    head = ("the median over the kv calibration cases (decode attention, unfused) of passes = 1 + (median - the "
+            f"engine's time with the K/V read once) x bandwidth / K/V bytes, {w['raw']:.3f}"
+            + ("; floored at 1" if w["raw"] < 1 else ""))
+    return head + ": " + "; ".join(parts) + ". Applied to the K/V read of attention whose query rows share a KV head"
+
+
 def calibrate(results: dict, raw: str = "results.csv", like: Hardware | None = None) -> tuple[str, Hardware, dict]:
     """The YAML text, the Hardware it loads as, and the efficiency factors against `like` ({} without).
 
-    kernel_overhead and gemm_weight_passes depend on each other a little (a dispatch case's
-    attention op pays the passes; the skinny case pays the overhead once): each is re-estimated
-    with the other's latest value, a few times, which converges because the coupling is weak.
+    kernel_overhead, gemm_weight_passes and attention_kv_passes depend on each other a little (a
+    dispatch case's matmul and attention ops pay the passes; the skinny and kv cases pay the overhead
+    per op): each is re-estimated with the others' latest values, a few times, which converges
+    because the coupling is weak.
     """
     spec = ceilings(results, raw)
     hw = hardware_from_dict(spec, "measured.yaml")
-    ko, n, w = 0.0, 0, None
+    ko, n, w, a = 0.0, 0, None, None
     for _ in range(4):
         w = weight_passes(results, hw.replace(kernel_overhead=ko or None))
         passes = w["value"] if w else None
-        ko, n = kernel_overhead(results, hw.replace(gemm_weight_passes=passes))
+        a = kv_passes(results, hw.replace(kernel_overhead=ko or None, gemm_weight_passes=passes))
+        ko, n = kernel_overhead(results, hw.replace(gemm_weight_passes=passes, attention_kv_passes=a["value"] if a else None))
     if ko > 0:
         spec["kernel_overhead"] = {
             "value": f"{ko * 1e6:.4g} us",
@@ -140,6 +179,9 @@ def calibrate(results: dict, raw: str = "results.csv", like: Hardware | None = N
     if w is not None:
         spec["gemm_weight_passes"] = {"value": round(w["value"], 4), "source": _passes_source(
             w, hardware_from_dict(spec, "measured.yaml"), raw)}
+    if a is not None:
+        spec["attention_kv_passes"] = {"value": round(a["value"], 4), "source": _kv_source(
+            a, hardware_from_dict(spec, "measured.yaml"), raw)}
     hw = hardware_from_dict(spec, "measured.yaml")
     eff = efficiency(hw, like) if like is not None else {}
     head = [f"# {spec['name']}", f"# {spec['description']}",

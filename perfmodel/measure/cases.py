@@ -6,7 +6,9 @@ Two roles:
   `copy` (bytes read + written), `reduce` (read-only), `gemm` (large matmul per dtype),
   `dispatch` (one op of a tiny decode step: the fixed cost of running an op at all) and `skinny`
   (one X(M x D) . W(D x F) at a few rows, at a shape no validation case uses: the time a
-  multi-row product spends per weight byte, in reads of it, the engine's `gemm_weight_passes`);
+  multi-row product spends per weight byte, in reads of it, the engine's `gemm_weight_passes`)
+  and `kv` (decode attention at a head count, batch and context no validation case uses: the
+  same for the K/V cache read by the per-head products, the engine's `attention_kv_passes`);
 - validation cases are predicted by the engine from the calibrated spec: `sweep`
   (X(B x D) . W(D x F) as B grows), `attention` (decode attention over a (B, S, K, H) cache with
   GQA groups) and `decode` (a whole decode step of a Llama-shaped model).
@@ -26,7 +28,7 @@ from ..engine import memory, roofline
 from ..ops import Op, Precision, build_ops
 from ..specs import Hardware, Model, model_from_dict
 
-CALIBRATION = ("copy", "reduce", "gemm", "dispatch", "skinny")
+CALIBRATION = ("copy", "reduce", "gemm", "dispatch", "skinny", "kv")
 VALIDATION = ("sweep", "attention", "decode")
 FAMILIES = CALIBRATION + VALIDATION
 
@@ -111,7 +113,7 @@ def case_ops(case: Case) -> tuple[list[Op], Precision]:
     if case.family in ("sweep", "skinny"):  # the skinny case's M rows are the sweep's B
         ops = build_ops(_matmul_model(p["D"], p["F"]), p["B"] if "B" in p else p["M"], 1, 1, "decode", prec)
         return [o for o in ops if o.name == "mlp_up"], prec
-    if case.family == "attention":
+    if case.family in ("attention", "kv"):
         ops = build_ops(_attention_model(p["N"], p["K"], p["H"], p["S"]), p["B"], 1, p["S"], "decode", prec,
                         attention="unfused")
         return [o for o in ops if o.name in ("attn_qk", "attn_softmax", "attn_av")], prec
@@ -143,6 +145,13 @@ def skinny_case(M: int, D: int, F: int, dtype: str) -> Case:
 def attention_case(B: int, S: int, N: int, K: int, H: int, dtype: str) -> Case:
     c = Case(f"attention/{dtype}/N={N},K={K},H={H}/B={B},S={S}", "attention", dtype,
              {"B": B, "S": S, "N": N, "K": K, "H": H})
+    c.flops, c.bytes = _totals(case_ops(c)[0])
+    return c
+
+
+def kv_case(B: int, S: int, N: int, K: int, H: int, dtype: str) -> Case:
+    """Decode attention at a shape no validation case has: the calibration case of attention_kv_passes."""
+    c = Case(f"kv/{dtype}/N={N},K={K},H={H}/B={B},S={S}", "kv", dtype, {"B": B, "S": S, "N": N, "K": K, "H": H})
     c.flops, c.bytes = _totals(case_ops(c)[0])
     return c
 

@@ -53,7 +53,7 @@ def plan(device: str, preset: str, cache: int | None = None, memory: int | None 
 def _sizes(device: str, preset: str) -> dict:
     if preset == "tiny":
         return {"bw_bytes": 4 * MiB, "pool_bytes": 2 * MiB, "gemm": {"*": [64]}, "repeats": 2, "bw_repeats": 3, "warmup": 1, "budget_bytes": 1 * MiB,
-                "min_sample_s": 1e-4, "sweep": {"D": 64, "F": 96, "B": [1, 2, 4]}, "skinny": [(3, 48, 80), (2, 40, 96)],
+                "min_sample_s": 1e-4, "sweep": {"D": 64, "F": 96, "B": [1, 2, 4]}, "skinny": [(3, 48, 80), (2, 40, 96)], "kv": [(4, 2, 16, 3, 24)],
                 "attention": {"N": 4, "K": 2, "H": 16, "B": [1, 2], "S": [8, 32]},
                 "decode": {"model": {**TINY_MODEL, "L": 2}, "B": [1, 2], "S": [4, 16]},
                 "dispatch": {"model": TINY_MODEL, "B": 1, "S": 8}}
@@ -66,7 +66,12 @@ def _sizes(device: str, preset: str) -> dict:
     base = {"dispatch": {"model": TINY_MODEL, "B": 1, "S": 16}, "min_sample_s": 2e-3,
             "attention": {"N": 32, "K": 8, "H": 128},
             "skinny": [(8, 3072, 7168), (4, 2048, 12288), (16, 6144, 3072)] if device == "cpu"
-            else [(8, 8192, 16384), (4, 6144, 24576), (16, 16384, 8192)]}
+            else [(8, 8192, 16384), (4, 6144, 24576), (16, 16384, 8192)],
+            # kv: (N, K, H, B, S), decode attention at head counts, batches and contexts no validation
+            # case has (G = N / K query rows per KV head: 4, 4, 8), the K and V caches 34-113 MB fp32 on
+            # the CPU and 134-453 MB bf16 on a GPU
+            "kv": [(16, 4, 128, 8, 3072), (24, 6, 128, 3, 6144), (32, 4, 128, 2, 4096)] if device == "cpu"
+            else [(16, 4, 128, 64, 3072), (24, 6, 128, 24, 6144), (32, 4, 128, 16, 4096)]}
     if device == "cpu":
         return {**base, "bw_bytes": 512 * MiB, "gemm": {"fp32": [3072] if quick else [2048, 4096],
                                                         "fp64": [2048] if quick else [2048, 4096]},
@@ -125,6 +130,7 @@ def build_cases(p: dict, backend, memory: int | None = None) -> list[C.Case]:
     d = p["dispatch"]
     out += C.dispatch_cases(d["model"], d["B"], d["S"], act)
     out += [C.skinny_case(M, D, F, act) for M, D, F in p["skinny"]]
+    out += [C.kv_case(B, S, N, K, H, act) for N, K, H, B, S in p["kv"]]
     s = p["sweep"]
     out += [C.sweep_case(B, s["D"], s["F"], act) for B in s["B"]]
     a = p["attention"]
@@ -162,7 +168,7 @@ class Runner:
             rows = q["B"] if c.family == "sweep" else q["M"]
             sets = self.pool.sets([(rows, q["D"]), (q["D"], q["F"])], c.dtype)
             return lambda i: xp.matmul(*sets[i % len(sets)], c.dtype)
-        if c.family == "attention":
+        if c.family in ("attention", "kv"):
             B, S, N, K, H = (q[k] for k in "BSNKH")
             sets = self.pool.sets([(B, N, H), (B, K, S, H), (B, K, S, H)], c.dtype)
             return lambda i: attention(xp, *sets[i % len(sets)])
@@ -204,9 +210,9 @@ class Runner:
         return run
 
     def repeats(self, c: C.Case) -> int:
-        """Samples of a calibration case over the whole run (the bandwidth probes and the skinny cases
-        are short and set the ceiling and a fitted term alone, so they get more)."""
-        return self.p["bw_repeats"] if c.family in BANDWIDTH + ("skinny",) else self.p["repeats"]
+        """Samples of a calibration case over the whole run (the bandwidth probes, the skinny and the kv
+        cases are short and set the ceiling and the fitted terms alone, so they get more)."""
+        return self.p["bw_repeats"] if c.family in BANDWIDTH + ("skinny", "kv") else self.p["repeats"]
 
     def sampler(self, c: C.Case) -> Sampler:
         min_s = self.p["min_sample_s"] if c.family == "dispatch" else 0.0

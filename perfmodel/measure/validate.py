@@ -17,7 +17,7 @@ def validate(results: dict, hw: Hardware, overhead: bool = True, passes: bool = 
     """Columns case, family, predicted_s, measured_s, error over the validation cases, in run order.
 
     overhead=False predicts without the spec's kernel_overhead, passes=False without its
-    gemm_weight_passes (to show what each calibrated term buys).
+    gemm_weight_passes and attention_kv_passes (to show what each calibrated term buys).
     """
     hw = without(hw, overhead, passes)
     rows = [r for r in results["cases"] if r["family"] in C.VALIDATION]
@@ -32,7 +32,7 @@ def without(hw: Hardware, overhead: bool = True, passes: bool = True) -> Hardwar
     if not overhead:
         hw = hw.replace(kernel_overhead=None)
     if not passes:
-        hw = hw.replace(gemm_weight_passes=None)
+        hw = hw.replace(gemm_weight_passes=None, attention_kv_passes=None)
     return hw
 
 
