@@ -1,6 +1,10 @@
 """The measurement suite: which cases at which sizes, how each is run and timed, and the files written.
 
 Care taken in every case:
+- interleaved rounds (`interleave`): each round takes one sample of every validation case and a
+  share of every calibration case, in a shuffled order, so that the ceilings and the cases they
+  predict are sampled over the same minutes (a shared machine's speed drifts from minute to minute);
+- the bandwidth probes run back to back after the backend settles (BLAS threads idle, queue empty);
 - warm-up calls before timing, several repeats, the median reported (min, max and every sample kept);
 - a synchronize (or CUDA events) around the timed region on a GPU;
 - bandwidth buffers several times the last-level cache; operands that a case re-reads (the sweep's
