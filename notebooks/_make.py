@@ -129,6 +129,80 @@ fig = plots.speculative(draft_cost=0.1)
 """),
 ]
 
+MEASURE = [
+    ("markdown", """
+# Measured validation: the engine against a real machine
+
+`perfmodel measure` times microbenchmarks on this machine (numpy/BLAS on a CPU, PyTorch on a GPU),
+writes a calibrated hardware spec, and `perfmodel validate` predicts every case that calibration did
+not use. This notebook reads the run saved in `docs/validation/cpu-quick` (2 cores of an AMD EPYC)
+through the public API; docs/validation.md explains every number.
+"""),
+    ("code", """
+from pathlib import Path
+import pandas as pd
+import perfmodel as pm
+from perfmodel import measure, plots
+
+RUN = Path("..") / "docs" / "validation" / "cpu-quick"   # the notebook runs from notebooks/
+v = pm.validation(RUN)           # one row per validation case: predicted_s, measured_s, error
+v
+"""),
+    ("code", """
+p90 = lambda e: e.quantile(0.9)
+summary = v.assign(abs_error=v.error.abs()).groupby("family", sort=False).abs_error.agg(["count", "median", p90])
+summary
+"""),
+    ("code", """
+# the issue's targets on this 2-core CPU: median |error| <= 10% on the roofline sweep and on whole decode steps
+assert summary.loc["sweep", "median"] <= 0.10 and summary.loc["decode", "median"] <= 0.10
+"""),
+    ("markdown", """
+## What the calibrated terms buy
+Without `gemm_weight_passes` and `attention_kv_passes` (a BLAS packs the streamed operand of a
+multi-row product before its kernel runs) every multi-row case comes out several times too fast.
+"""),
+    ("code", """
+bare = pm.validation(RUN, passes=False)
+pd.DataFrame({"with the terms": v.error.abs().groupby(v.family, sort=False).median(),
+              "passes = 1": bare.error.abs().groupby(bare.family, sort=False).median()})
+"""),
+    ("markdown", """
+## Where one decode step's time goes
+The CPU backend times every op inside the measured steps; the engine's time per op beside it.
+"""),
+    ("code", """
+ops = pd.DataFrame(measure.breakdown(RUN, "decode/fp32/L=2,D=4096/B=16,S=2048"))
+ops
+"""),
+    ("markdown", """
+## The measured spec works wherever a catalog name does
+Here it predicts the timed model's decode step, exactly as `validate` compares it.
+"""),
+    ("code", """
+pm.decode(str(RUN / "decode-model.yaml"), str(RUN / "measured.yaml"), batch=[1, 4, 16], context=512,
+          weights_dtype="fp32", act_dtype="fp32", attention="unfused")[["batch", "latency_s", "throughput_tok_s", "bound"]]
+"""),
+    ("code", """
+fig = plots.validation(RUN)  # predicted vs measured, log-log
+"""),
+    ("markdown", """
+## The harness itself, live, at toy sizes
+The `tiny` preset runs the whole loop (interleaved rounds, calibration, validation) in about a second.
+Its shapes sit in cache and its ops last microseconds, so its errors say nothing about the engine;
+`perfmodel measure --quick` (about a minute) is the real run.
+"""),
+    ("code", """
+from perfmodel.measure.calibrate import calibrate
+from perfmodel.measure.validate import by_family, validate
+
+res = measure.run_suite(measure.backend("cpu"), "tiny")
+text, hw, _ = calibrate(res)
+pd.DataFrame(by_family(validate(res, hw)))
+"""),
+]
+
 if __name__ == "__main__":
     write("02-kv-variants-and-quantization.ipynb", KV)
     write("03-serving-and-speculative.ipynb", SERVE)
+    write("04-measured-validation.ipynb", MEASURE)

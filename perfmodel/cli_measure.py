@@ -93,6 +93,7 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
              hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Spec to predict with (default: the folder's measured.yaml)."),
              overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Include the spec's kernel_overhead."),
              passes: bool = typer.Option(True, "--weight-passes/--no-weight-passes", help="Include the spec's gemm_weight_passes and attention_kv_passes (multi-row matmuls move their weights, and attention its K/V cache, that many times)."),
+             kv: bool = typer.Option(True, "--kv-passes/--no-kv-passes", help="Include the spec's attention_kv_passes (without it attention's K/V read pays gemm_weight_passes)."),
              plot: Optional[str] = typer.Option(None, "--plot", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
              ops: Optional[str] = typer.Option(None, "--ops", help="A decode case: measured vs predicted time per op."),
              fmt: str = Fmt):
@@ -109,7 +110,7 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
         if not spec.is_file():
             raise SpecError(results, None, "no measured.yaml beside the results: pass --hardware FILE")
         hardware = str(spec)
-    hw = without(load_hardware(hardware), overhead, passes)
+    hw = without(load_hardware(hardware), overhead, passes, kv)
     if ops:
         try:
             t = op_breakdown(data, hw, ops)
@@ -137,10 +138,13 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
                "p90 |error|": [f"{x:.1%}" for x in fams["p90_abs_error"]]}
     has_ko = bool(hw.kernel_overhead)
     has_wp = hw.gemm_weight_passes not in (None, 1.0) or hw.attention_kv_passes not in (None, 1.0)
-    off = ([("no overhead", False, True)] if has_ko else []) + ([("passes = 1", True, False)] if has_wp else []) \
-        + ([("neither", False, False)] if has_ko and has_wp else [])
-    for label, o, p in off:  # what each calibrated term buys: the medians without it
-        summary[f"median, {label}"] = [f"{x:.1%}" for x in by_family(run(data, hw, o, p))["median_abs_error"]]
+    has_kv = hw.attention_kv_passes is not None
+    off = ([("no overhead", False, True, True)] if has_ko else []) \
+        + ([("kv = weight passes", True, True, False)] if has_kv else []) \
+        + ([("passes = 1", True, False, True)] if has_wp else []) \
+        + ([("neither", False, False, True)] if has_ko and has_wp else [])
+    for label, o, p, k in off:  # what each calibrated term buys: the medians without it
+        summary[f"median, {label}"] = [f"{x:.1%}" for x in by_family(run(data, hw, o, p, k))["median_abs_error"]]
     _out(render(summary, "table"))
     ko = f", kernel_overhead {hw.kernel_overhead * 1e6:.3g} us" if hw.kernel_overhead else ""
     wp = (f", gemm_weight_passes {hw.gemm_weight_passes or 1:.4g}, attention_kv_passes {hw.attention_kv_passes or hw.gemm_weight_passes or 1:.4g}"

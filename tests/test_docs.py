@@ -13,11 +13,12 @@ def test_every_documented_example_shows_its_current_output():
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-def test_notebooks_run_top_to_bottom_with_the_public_api(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_notebooks_run_top_to_bottom_with_the_public_api(monkeypatch):
+    monkeypatch.chdir(ROOT / "notebooks")  # where Jupyter starts a notebook's kernel
     monkeypatch.setenv("MPLBACKEND", "Agg")
     books = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    assert books
+    assert len(books) >= 4
+    before = sorted(p.name for p in (ROOT / "notebooks").iterdir())
     for nb in books:
         cells = json.loads(nb.read_text())["cells"]
         assert all(not c.get("outputs") for c in cells if c["cell_type"] == "code"), f"{nb.name}: strip outputs"
@@ -25,6 +26,7 @@ def test_notebooks_run_top_to_bottom_with_the_public_api(tmp_path, monkeypatch):
         for c in cells:
             if c["cell_type"] == "code":
                 exec(compile("".join(c["source"]), f"{nb.name}", "exec"), ns)  # noqa: S102
+    assert sorted(p.name for p in (ROOT / "notebooks").iterdir()) == before  # the notebooks write no files
 
 
 def test_the_cli_reference_is_generated_from_the_app_and_current():

@@ -33,12 +33,12 @@ def _resolve(results, hardware):
     return data, load_hardware(hardware)
 
 
-def validation(results, hardware=None, overhead: bool = True, passes: bool = True) -> dict:
+def validation(results, hardware=None, overhead: bool = True, passes: bool = True, kv: bool = True) -> dict:
     """Predicted vs measured for every validation case: columns case, family, predicted_s,
-    measured_s, error (= predicted / measured - 1). overhead / passes: use the spec's
-    kernel_overhead / gemm_weight_passes."""
+    measured_s, error (= predicted / measured - 1). overhead / passes / kv: use the spec's
+    kernel_overhead / gemm_weight_passes and attention_kv_passes / attention_kv_passes."""
     data, hw = _resolve(results, hardware)
-    return validate(data, hw, overhead, passes)
+    return validate(data, hw, overhead, passes, kv)
 
 
 def breakdown(results, case: str, hardware=None) -> dict:

@@ -119,7 +119,7 @@ def _passes_source(w: dict, hw: Hardware, raw: str) -> str:
     head = ("the median over the skinny calibration cases of passes = 1 + (median - kernel_overhead - roofline time)"
             f" x bandwidth / weight bytes, {w['raw']:.3f}" + ("; floored at 1" if w["raw"] < 1 else ""))
     return head + ": " + "; ".join(parts) + ". Applied to every matmul with more than one row " \
-        "(and to the K/V read of attention whose query rows share a KV head)"
+        "(and to attention's K/V read where a spec has no attention_kv_passes)"
 
 
 def kv_passes(results: dict, hw: Hardware) -> dict | None:

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import random
+import weakref
 import time
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def _sizes(device: str, preset: str) -> dict:
     if device == "cpu":
         return {**base, "bw_bytes": 512 * MiB, "gemm": {"fp32": [3072] if quick else [2048, 4096],
                                                         "fp64": [2048] if quick else [2048, 4096]},
-                "repeats": 9 if quick else 15, "bw_repeats": 27 if quick else 45, "warmup": 1 if quick else 2,
+                "repeats": 13 if quick else 15, "bw_repeats": 39 if quick else 45, "warmup": 1 if quick else 2,
                 "sweep": {"D": 5120, "F": 13824, "B": pow2(1, 256 if quick else 1024)},
                 "attention": {**base["attention"], "B": [1, 4, 16] if quick else pow2(1, 32),
                               "S": [1024, 4096] if quick else [512, 2048, 8192]},
@@ -100,6 +101,7 @@ class Pool:
 
     def __init__(self, xp, footprint: int):
         self.xp, self.footprint, self.bufs = xp, int(footprint), {}
+        self.big = weakref.WeakValueDictionary()  # (operand position, shape, dtype) -> a live fresh copy
 
     def sets(self, shapes: list, dtype: str) -> list[list]:
         """As many copies of a set of operands (one array per shape) as fit in the pool, >= 1."""
@@ -107,7 +109,7 @@ class Pool:
         item = C.ITEMSIZE[dtype]
         n = self.footprint // item
         if sum(size) > n // 2:  # too big to rotate here: one fresh copy, itself >= the cache footprint / 2
-            return [[self.xp.rand(s, dtype) for s in shapes]]
+            return [[self._fresh(i, tuple(s), dtype) for i, s in enumerate(shapes)]]
         if dtype not in self.bufs:
             self.bufs[dtype] = self.xp.rand((n,), dtype)
         buf, out, off = self.bufs[dtype], [], 0
@@ -118,6 +120,18 @@ class Pool:
                 off += k
             out.append(one)
         return out
+
+
+    def _fresh(self, i: int, shape: tuple, dtype: str):
+        """One random array per (position, shape, dtype) while a case holds it: the sweep's points share
+        one W (interleaved with other cases between calls, it is read cold each time), and it is freed
+        with the last case that uses it."""
+        key = (i, shape, dtype)
+        a = self.big.get(key)
+        if a is None:
+            a = self.xp.rand(shape, dtype)
+            self.big[key] = a
+        return a
 
 
 def build_cases(p: dict, backend, memory: int | None = None) -> list[C.Case]:

@@ -13,13 +13,14 @@ from ..specs import Hardware
 from . import cases as C
 
 
-def validate(results: dict, hw: Hardware, overhead: bool = True, passes: bool = True) -> dict:
+def validate(results: dict, hw: Hardware, overhead: bool = True, passes: bool = True, kv: bool = True) -> dict:
     """Columns case, family, predicted_s, measured_s, error over the validation cases, in run order.
 
     overhead=False predicts without the spec's kernel_overhead, passes=False without its
-    gemm_weight_passes and attention_kv_passes (to show what each calibrated term buys).
+    gemm_weight_passes and attention_kv_passes, kv=False without its attention_kv_passes alone (attention
+    then pays gemm_weight_passes): to show what each calibrated term buys.
     """
-    hw = without(hw, overhead, passes)
+    hw = without(hw, overhead, passes, kv)
     rows = [r for r in results["cases"] if r["family"] in C.VALIDATION]
     pred = np.array([C.predict(C.from_record(r), hw) for r in rows], dtype=float)
     meas = np.array([r["median_s"] for r in rows], dtype=float)
@@ -27,8 +28,10 @@ def validate(results: dict, hw: Hardware, overhead: bool = True, passes: bool = 
             "predicted_s": pred, "measured_s": meas, "error": pred / meas - 1.0}
 
 
-def without(hw: Hardware, overhead: bool = True, passes: bool = True) -> Hardware:
+def without(hw: Hardware, overhead: bool = True, passes: bool = True, kv: bool = True) -> Hardware:
     """hw less the calibrated terms switched off."""
+    if not kv:
+        hw = hw.replace(attention_kv_passes=None)
     if not overhead:
         hw = hw.replace(kernel_overhead=None)
     if not passes:
