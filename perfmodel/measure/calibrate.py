@@ -102,7 +102,11 @@ def weight_passes(results: dict, hw: Hardware) -> dict | None:
     kernel_overhead; its own gemm_weight_passes is ignored), then the median over them, floored at 1.
     None without a skinny case. Returns the value, the median before the floor and each case's numbers
     (for the YAML's source)."""
-    each = [_passes_of(r, hw) for r in results["cases"] if r["family"] == "skinny"]
+    return _median([_passes_of(r, hw) for r in results["cases"] if r["family"] == "skinny"])
+
+
+def _median(each: list) -> dict | None:
+    """The median of the per-case estimates, floored at 1 (None for no cases), with the estimates."""
     if not each:
         return None
     raw = float(np.median([e["raw"] for e in each]))
@@ -136,10 +140,7 @@ def kv_passes(results: dict, hw: Hardware) -> dict | None:
         t1 = C.predict(case, once)
         raw = 1.0 + (r["median_s"] - t1) * hw.memory_bandwidth / streamed if streamed else 1.0
         each.append({"raw": raw, "case": r, "t1": t1, "kv_bytes": streamed})
-    if not each:
-        return None
-    raw = float(np.median([e["raw"] for e in each]))
-    return {"value": max(1.0, raw), "raw": raw, "each": each}
+    return _median(each)
 
 
 def _kv_source(w: dict, hw: Hardware, raw: str) -> str:

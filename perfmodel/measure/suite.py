@@ -17,12 +17,13 @@ Care taken in every case:
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import json
 import math
 import os
 import random
-import weakref
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +122,6 @@ class Pool:
             out.append(one)
         return out
 
-
     def _fresh(self, i: int, shape: tuple, dtype: str):
         """One random array per (position, shape, dtype) while a case holds it: the sweep's points share
         one W (interleaved with other cases between calls, it is read cold each time), and it is freed
@@ -169,6 +169,7 @@ class Runner:
         self.pool = Pool(self.xp, pool_bytes)
         self._params: dict = {}  # decode weights, shared by every (B, S) of one model
         self.profiles: dict = {}  # decode case -> one {op name: seconds} per call, timed inside the call
+        self._src = None  # ((n, dtype), array): the bandwidth probes' buffer
 
     def callable(self, c: C.Case):
         xp, q = self.xp, c.params
@@ -206,7 +207,7 @@ class Runner:
 
     def _bw_src(self, n: int, dtype: str):
         """The copy and the reduction read one shared random buffer (the copy writes a second)."""
-        if getattr(self, "_src", None) is None or self._src[0] != (n, dtype):
+        if self._src is None or self._src[0] != (n, dtype):
             self._src = ((n, dtype), self.xp.rand((n,), dtype))
         return self._src[1]
 
@@ -307,6 +308,7 @@ def interleave(cal: list, val: list, runner: Runner, backend, budget: float, see
                 on_round(r, R, time.perf_counter() - t0)
         for c in part:
             done(c, live.pop(c.name))
+        gc.collect()  # a decode step's ops close over the step (a cycle): free the group's buffers now
     for c in cal:
         done(c, live.pop(c.name))
     return recs
@@ -346,14 +348,14 @@ def run_suite(backend, preset: str = "quick", progress=None, on_round=None, seed
     cal = [c for c in cases if c.role == "calibration"]
     val = [c for c in cases if c.role == "validation"]
     budget = p.get("budget_bytes") or (mem or 8192 * MiB) / 4
+    n_groups = len(groups(val, budget) or [[]])
     load0, psi0, steal0, t0 = _load(), _psi(), _steal(), time.perf_counter()
     recs = interleave(cal, val, runner, backend, budget, seed, progress, on_round)
     wall, steal1 = time.perf_counter() - t0, _steal()
     meta = {"perfmodel_measure": 2, "preset": preset, "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             **backend.info(), "act_dtype": backend.act_dtype, "repeats": p["repeats"], "warmup": p["warmup"],
-            "schedule": {"interleaved": True, "rounds": p["repeats"] * len(groups(val, budget) or [[]]),
-                         "groups": len(groups(val, budget) or [[]]), "seed": seed, "budget_bytes": budget,
-                         "wall_s": round(wall, 2)},
+            "schedule": {"interleaved": True, "rounds": p["repeats"] * n_groups, "groups": n_groups, "seed": seed,
+                         "budget_bytes": budget, "wall_s": round(wall, 2)},
             "cache_bytes": backend.cache_bytes(), "rotation_pool_bytes": p["pool_bytes"],
             "bandwidth_buffer_bytes": p["bw_bytes"], "decode_model": p["decode"]["model"],
             "load_avg_start": load0, "load_avg_end": _load(), "cpu_pressure_start": psi0, "cpu_pressure_end": _psi(),
