@@ -113,17 +113,22 @@ def _median(each: list) -> dict | None:
     return {"value": max(1.0, raw), "raw": raw, "each": each}
 
 
+def _median_source(w: dict, cases: str, formula: str, line, applies: str) -> str:
+    """A fitted term's source string: the formula, the median, and each case's numbers (`line(e)`)."""
+    head = f"the median over the {cases} of passes = {formula}, {w['raw']:.3f}" + ("; floored at 1" if w["raw"] < 1 else "")
+    return head + ": " + "; ".join(line(e) for e in w["each"]) + f". Applied to {applies}"
+
+
 def _passes_source(w: dict, hw: Hardware, raw: str) -> str:
-    parts = []
-    for e in w["each"]:
+    def line(e):
         r, p = e["case"], e["case"]["params"]
-        parts.append(f"{p['M']} rows x W({p['D']} x {p['F']}) {r['dtype']} ({_where(r, raw)}): 1 + ({_ms(r['median_s'])} - "
-                     f"{_ms(e['ko'])} - {_ms(e['roof'])}) x {hw.memory_bandwidth / 1e9:.4g} GB/s / {e['w_bytes'] / 1e6:.4g} MB"
-                     f" = {e['raw']:.3f}")
-    head = ("the median over the skinny calibration cases of passes = 1 + (median - kernel_overhead - roofline time)"
-            f" x bandwidth / weight bytes, {w['raw']:.3f}" + ("; floored at 1" if w["raw"] < 1 else ""))
-    return head + ": " + "; ".join(parts) + ". Applied to every matmul with more than one row " \
-        "(and to attention's K/V read where a spec has no attention_kv_passes)"
+        return (f"{p['M']} rows x W({p['D']} x {p['F']}) {r['dtype']} ({_where(r, raw)}): 1 + ({_ms(r['median_s'])} - "
+                f"{_ms(e['ko'])} - {_ms(e['roof'])}) x {hw.memory_bandwidth / 1e9:.4g} GB/s / {e['w_bytes'] / 1e6:.4g} MB"
+                f" = {e['raw']:.3f}")
+
+    return _median_source(w, "skinny calibration cases", "1 + (median - kernel_overhead - roofline time) x bandwidth / "
+                          "weight bytes", line, "every matmul with more than one row (and to attention's K/V read where "
+                          "a spec has no attention_kv_passes)")
 
 
 def kv_passes(results: dict, hw: Hardware) -> dict | None:
@@ -144,16 +149,15 @@ def kv_passes(results: dict, hw: Hardware) -> dict | None:
 
 
 def _kv_source(w: dict, hw: Hardware, raw: str) -> str:
-    parts = []
-    for e in w["each"]:
+    def line(e):
         r, p = e["case"], e["case"]["params"]
-        parts.append(f"N={p['N']}, K={p['K']}, H={p['H']}, B={p['B']}, S={p['S']} {r['dtype']} ({_where(r, raw)}): 1 + "
-                     f"({_ms(r['median_s'])} - {_ms(e['t1'])}) x {hw.memory_bandwidth / 1e9:.4g} GB/s / "
-                     f"{e['kv_bytes'] / 1e6:.4g} MB = {e['raw']:.3f}")
-    head = ("the median over the kv calibration cases (decode attention, unfused) of passes = 1 + (median - the "
-            f"engine's time with the K/V read once) x bandwidth / K/V bytes, {w['raw']:.3f}"
-            + ("; floored at 1" if w["raw"] < 1 else ""))
-    return head + ": " + "; ".join(parts) + ". Applied to the K/V read of attention whose query rows share a KV head"
+        return (f"N={p['N']}, K={p['K']}, H={p['H']}, B={p['B']}, S={p['S']} {r['dtype']} ({_where(r, raw)}): 1 + "
+                f"({_ms(r['median_s'])} - {_ms(e['t1'])}) x {hw.memory_bandwidth / 1e9:.4g} GB/s / "
+                f"{e['kv_bytes'] / 1e6:.4g} MB = {e['raw']:.3f}")
+
+    return _median_source(w, "kv calibration cases (decode attention, unfused)", "1 + (median - the engine's time with "
+                          "the K/V read once) x bandwidth / K/V bytes", line,
+                          "the K/V read of attention whose query rows share a KV head")
 
 
 def calibrate(results: dict, raw: str = "results.csv", like: Hardware | None = None) -> tuple[str, Hardware, dict]:
