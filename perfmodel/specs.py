@@ -257,6 +257,10 @@ def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
     for fld, dim in _HW_QTY.items():
         if data.get(fld) is not None:
             vals[fld], sources[fld] = _qty(data[fld], where, fld, dim, default_src)
+    for fld in ("gemm_weight_passes", "attention_kv_passes"):  # reads of the streamed operand: at least one
+        if fld in vals and vals[fld] < 1:
+            raise SpecError(where, fld, f"{vals[fld]:g} is below 1: it counts reads of the streamed operand "
+                                        "(1 = read once, as a GPU GEMM does)")
     pf = data["peak_flops"]
     if not isinstance(pf, dict) or not pf:
         raise SpecError(where, "peak_flops", "must be a mapping dtype: FLOP/s, e.g. {bf16: 989 TFLOP/s}")

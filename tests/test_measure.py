@@ -358,6 +358,16 @@ def test_without_its_own_kv_term_attention_pays_the_weight_passes():
     assert C.predict(c, hw) > C.predict(c, hw.replace(attention_kv_passes=1.0))
 
 
+@pytest.mark.parametrize("field", ["gemm_weight_passes", "attention_kv_passes"])
+def test_a_passes_term_below_one_read_is_refused_in_one_line(tmp_path, capsys, field):
+    bad = tmp_path / "hw.yaml"
+    bad.write_text("name: x\nsource: me\nmemory_capacity: 1 GB\nmemory_bandwidth: 10 GB/s\n"
+                   f"peak_flops: {{fp32: 1 TFLOP/s}}\n{field}: 0.5\n")
+    assert main(["decode", "-H", str(bad), "--act-dtype", "fp32", "--weights-dtype", "fp32"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{field}: 0.5 is below 1" in err and str(bad) in err
+
+
 def test_packing_adds_to_compute_so_it_calibrates_even_when_compute_bound_and_is_one_without_it():
     slow_alus = Hardware("slow ALUs", 1e9, 1e11, {"fp32": 1e10}, gemm_weight_passes=4.0)  # ridge 0.1 FLOP/B
     _, got, _ = calibrate(_machine(slow_alus))
