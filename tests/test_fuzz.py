@@ -35,7 +35,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-import perfmodel.cli_import  # noqa: F401  registers `import-config`
+
 from perfmodel import api, engine
 from perfmodel.cli import main
 from perfmodel.specs import catalog_dir, catalog_names, load_model

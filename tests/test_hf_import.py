@@ -11,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import given, strategies as st
 
-import perfmodel.cli_import  # noqa: F401  registers `import-config`
+
 from perfmodel import hf_import
 from perfmodel.cli import main
 from perfmodel.engine import kv_growth_per_token

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-import perfmodel.cli_measure  # noqa: F401  registers measure and validate
+
 from perfmodel.cli import main
 from perfmodel.engine import memory
 from perfmodel.ops import build_ops, param_count

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import perfmodel.cli_serving  # noqa: F401  registers serve-sim and kv-memory
+
 from perfmodel import engine
 from perfmodel.cli import main
 from perfmodel.errors import SpecError
-from perfmodel.kvmemory import Group, Paged, kv_sizes
+from perfmodel.serving.kvmemory import Group, Paged, kv_sizes
 from perfmodel.ops import Precision
 from perfmodel.serving import StepCost, Traffic, make_traffic, parse_lengths, serve_runs, simulate
 from perfmodel.specs import load_hardware, load_model

@@ -9,10 +9,10 @@ from typing import List, Optional
 
 import typer
 
-from . import api, serving
-from .cli import EP, PP, TP, Energy, Price, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out, _sets, app
-from .errors import SpecError
-from .report import _human, _is_num, render
+from .. import api, serving
+from .common import EP, PP, TP, Energy, Price, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out, _sets, app
+from ..errors import SpecError
+from ..report import _human, _is_num, render
 
 Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path.")
 Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path.")

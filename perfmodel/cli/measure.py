@@ -15,8 +15,8 @@ from typing import Optional
 
 import typer
 
-from .cli import Fmt, _fmt, _out, app
-from .errors import SpecError
+from .common import Fmt, _fmt, _out, app
+from ..errors import SpecError
 
 
 def _progress(total: int):
@@ -44,10 +44,10 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
             out: str = typer.Option("perfmodel-measurements", "--out", help="Folder for results and measured.yaml."),
             like: Optional[str] = typer.Option(None, "--like", help="Datasheet spec to report efficiency factors against, e.g. h100-sxm.")):
     """Time microbenchmarks, write the results and a calibrated hardware YAML for this machine."""
-    from . import measure as M
-    from .measure import cuda, suite
-    from .measure.calibrate import calibrate, model_yaml
-    from .specs import load_hardware
+    from .. import measure as M
+    from ..measure import cuda, suite
+    from ..measure.calibrate import calibrate, model_yaml
+    from ..specs import load_hardware
 
     if device not in ("auto", "cuda", "cpu"):
         raise SpecError("--device", None, f"must be cuda, cpu or auto, got {device!r}")
@@ -81,7 +81,7 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
                f"{hw.attention_kv_passes or 1:.3g}"]}
     if eff:
         rows[f"vs {like}"] = [f"{eff[q]:.3f}" if q in eff else "-" for q in rows["quantity"]]
-    from .report import render
+    from ..report import render
 
     _out(render(rows, "table"))
     _out(f"# wrote {paths['json']}, {paths['csv']}, {folder / 'measured.yaml'}, {folder / 'decode-model.yaml'}")
@@ -98,10 +98,10 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
              ops: Optional[str] = typer.Option(None, "--ops", help="A decode case: measured vs predicted time per op."),
              fmt: str = Fmt):
     """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|."""
-    from .measure import suite
-    from .measure.validate import as_json, by_family, op_breakdown, plot as draw, validate as run, without
-    from .report import render
-    from .specs import load_hardware
+    from ..measure import suite
+    from ..measure.validate import as_json, by_family, op_breakdown, plot as draw, validate as run, without
+    from ..report import render
+    from ..specs import load_hardware
 
     fmt = _fmt(fmt)
     data = suite.load(results)

@@ -14,8 +14,8 @@ from typing import Optional
 
 import typer
 
-from .cli import _out, app
-from .errors import SpecError
+from .common import _out, app
+from ..errors import SpecError
 
 
 @app.command("import-config")
@@ -26,9 +26,9 @@ def import_config(path: str = typer.Argument(..., help="A Hugging Face config.js
                                                        help="Write the YAML here instead of printing it."),
                   force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file.")):
     """Convert a Hugging Face config.json to a model YAML (printed, or written with -o)."""
-    from . import hf_import
-    from .ops import param_count
-    from .specs import model_from_dict
+    from .. import hf_import
+    from ..ops import param_count
+    from ..specs import model_from_dict
 
     spec = hf_import.config_to_spec(path)
     if name is not None:

@@ -45,10 +45,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import engine
-from .errors import SpecError
-from .ops import Precision
-from .specs import Hardware, Model
+from .. import engine
+from ..errors import SpecError
+from ..ops import Precision
+from ..specs import Hardware, Model
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def kv_sizes(model: Model, hw: Hardware, prec: Precision | None = None, layout=N
     """Per device of the layout (tp splits KV heads, ep gives each device group its own sequences):
     bytes one cached token adds on the device that holds it, and the memory the replica's ep device
     groups leave for the cache after their weights (ep x one device's)."""
-    from .ops import Layout
+    from ..ops import Layout
 
     prec = prec or Precision()
     lay = layout or Layout()

@@ -1,0 +1,4 @@
+"""python -m perfmodel.cli"""
+from perfmodel.cli import run
+
+run()

@@ -1,0 +1,102 @@
+"""Shared pieces of the command line: the typer app, the options every command takes, parsing of
+comma lists and --set, output, and the table footer. Command modules import from here, never from
+each other."""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+import yaml
+
+from .. import api
+from ..errors import SpecError
+from ..specs import safe_yaml
+from ..report import FORMATS
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="Analytical roofline calculator for LLM inference.")
+
+# ---------------------------------------------------------------- shared options
+Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path (comma list allowed).")
+Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path (comma list allowed).")
+Mode = typer.Option("roofline", "--mode", help="roofline: sum of per-op roofline times; simple: (weights + B*KV)/bandwidth.")
+WDtype = typer.Option("bf16", "--weights-dtype", help="Weight format: fp32, bf16, fp16, fp8, int8, int4[-gN].")
+KVDtype = typer.Option(None, "--kv-dtype", help="KV-cache format (default: the activation format).")
+ADtype = typer.Option("bf16", "--act-dtype", help="Activation/compute format; fp8/int8 use the 8-bit tensor rate.")
+Attn = typer.Option("fused", "--attention", help="fused (FlashAttention: no score matrix in HBM) or unfused.")
+Sets = typer.Option(None, "--set", help="Override a spec field: key=value (repeatable), e.g. n_kv_heads=8, memory_bandwidth='4 TB/s'.")
+Fmt = typer.Option("table", "--format", help="table (for people), json or csv (SI units).")
+TP = typer.Option(1, "--tp", help="Tensor-parallel devices per replica.")
+PP = typer.Option(1, "--pp", help="Pipeline stages per replica.")
+EP = typer.Option(1, "--ep", help="Expert-parallel device groups per replica (MoE).")
+Replicas = typer.Option(1, "--replicas", help="Model replicas (data parallel).")
+Micro = typer.Option(None, "--microbatches", help="Pipeline micro-batches (default: pp).")
+Price = typer.Option(None, "--price", help="USD per device-hour, e.g. 2.49/h: adds cost_per_million_tokens.")
+Energy = typer.Option(False, "--energy", help="Add energy_per_token_j (at measured power, else TDP: an upper bound).")
+QEmb = typer.Option(False, "--quantize-embeddings", help="Quantize embeddings and LM head too (default: kept 16-bit).")
+
+
+def _ints(text: str, opt: str) -> list[float]:
+    try:
+        vals = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(opt, None, f"expected comma-separated numbers, got {text!r}") from None
+    if not vals:
+        raise SpecError(opt, None, "needs at least one value")
+    return vals
+
+
+def _sets(items: Optional[List[str]]) -> dict:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise SpecError("--set", it, "expected key=value")
+        k, v = it.split("=", 1)
+        try:
+            out[k.strip()] = safe_yaml(v) if v.strip() else None
+        except yaml.YAMLError:
+            out[k.strip()] = v
+    return out
+
+
+def _fmt(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise SpecError("--format", None, f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+_ECON = ["cost_per_million_tokens", "energy_per_token_j"]
+
+
+def _cols(t, extra=()):
+    """The JSON contract's columns, plus the layout's and the economics' when asked for."""
+    return api.PHASE_COLUMNS + list(extra) + [c for c in api.LAYOUT_COLUMNS + _ECON if c in t]
+
+
+def _human(t, base):
+    return base + [c for c in ["tp", "pp", "ep", "replicas", "comm_time_s"] + _ECON if c in t]
+
+
+PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
+               "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
+
+
+def _why(table, hardware, sets, prec=None) -> str:
+    """A footer that says why: the ridge point against the step's intensity, and the formats used."""
+    from ..whatif import quantization_note
+
+    _, hws = api.specs(api.DEFAULT_MODEL, hardware, sets)
+    dt = prec.formats()[1].peak if prec else "bf16"
+    notes = [f"ridge of {hw.name}: {hw.ridge(dt):.0f} FLOP/B ({dt} peak / bandwidth)" for hw in hws]
+    if prec and (prec.weights, prec.act, prec.kv) != ("bf16", "bf16", None):
+        notes.append(quantization_note(prec))
+    if len(table["fits"]) and not all(table["fits"]):
+        notes.append("fits=NO: weights + KV cache + activations exceed the device memory")
+    notes.append("a step whose intensity is below the ridge is memory-bound; `perfmodel intensity` gives the per-op table")
+    return "\n".join("# " + n for n in notes)
+

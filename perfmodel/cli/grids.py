@@ -1,0 +1,71 @@
+"""Sweeps over grids and multi-device plans: sweep, plan."""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from .. import api
+from ..errors import SpecError
+from ..report import render
+from .common import (Hardware, Mode, WDtype, KVDtype, ADtype, Sets, Fmt, Price, Energy, _ints, _sets, _fmt, _out, _ECON, app)
+
+
+@app.command()
+def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--models", help="Comma list of models."),
+          hardware: str = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Comma list of hardware."),
+          batch: str = typer.Option("1:512:x2", "--batch", help="List '1,8', geometric '1:512:x2' or arithmetic '1:1024:1'."),
+          context: str = typer.Option("128:131072:x2", "--context", help="Same syntax as --batch."),
+          weights_dtype: str = typer.Option("bf16", "--weights-dtype", help="Comma list of formats."),
+          kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV formats."),
+          act_dtype: str = ADtype, mode: str = Mode, sets: Optional[List[str]] = Sets,
+          out: Optional[str] = typer.Option(None, "-o", "--out", help="Stream to FILE.csv or FILE.parquet."),
+          chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", help="Rows evaluated and written per chunk."),
+          progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Default: on a terminal."),
+          fmt: str = Fmt):
+    """Decode metrics over a whole grid (models x hardware x formats x batch x context), vectorized."""
+    from .. import grid as sw
+
+    if chunk_rows < 1:
+        raise SpecError("--chunk-rows", None, "must be at least 1")
+    kv = kv_dtype.split(",") if kv_dtype else [None]
+    if mode not in ("roofline", "simple"):
+        raise SpecError("--mode", None, f"must be roofline or simple, got {mode!r}")
+    if out:
+        r = sw.sweep(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype, mode, _sets(sets),
+                     out, chunk_rows, progress)
+        sys.stderr.write(f"wrote {r['rows']:,} rows to {r['path']} in {r['seconds']:.2f} s\n")
+        return
+    n = sw.grid_size(models, hardware, batch, context, weights_dtype.split(","), kv)
+    if n > 100_000:
+        raise SpecError("sweep", None, f"{n:,} rows: write them to a file with -o FILE.csv")
+    t = api.concat(list(sw.iter_chunks(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype,
+                                       mode, _sets(sets), chunk_rows)))
+    _out(render(t, _fmt(fmt)))
+
+
+@app.command()
+def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", help="Model catalog name or YAML path."), hardware: str = Hardware,
+         gpus: int = typer.Option(8, "--gpus", help="Devices to spread over."),
+         context: float = typer.Option(4096, "--context", help="Context S in tokens (comma list)."), batch: str = typer.Option("1,8,32,128", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+         max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Per-token latency limit, e.g. 50ms."),
+         weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+         sets: Optional[List[str]] = Sets, fmt: str = Fmt, price: Optional[str] = Price, energy: bool = Energy):
+    """Every tp/pp/ep/replicas layout of N devices: latency, throughput per device, memory, Pareto front."""
+    from .. import parallel
+
+    t, summary = parallel.plan(model, hardware, gpus, context, _ints(batch, "--batch"), max_latency, weights_dtype,
+                               kv_dtype, act_dtype, _sets(sets), price, energy)
+    econ = [c for c in _ECON if c in t]
+    _out(render(t, _fmt(fmt), parallel.PLAN_COLUMNS + econ,
+                ["tp", "pp", "ep", "replicas", "batch", "latency_s", "throughput_tok_s", "throughput_per_device",
+                 "memory_bytes", "fits", "comm_time_s", "pareto"] + econ))
+    if fmt == "table":
+        need = summary["min_devices"]
+        _out(f"# pareto=true: no other fitting layout is both faster and more efficient per device"
+             + (f" (latency <= {max_latency})" if max_latency else "")
+             + f"\n# fewest devices that hold {summary['model']} at context {summary['context']:g}: "
+             + (f"{need} ({summary['min_layout']})" if need else "none up to 4096")
+             + (f"\n# warning: {summary['warning']}" if summary["warning"] else ""))
+
