@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from .errors import SpecError
-from .specs import _int  # the loader's integer rule: whole, >= 1, <= 2**53
+from .fields import _int  # the loader's integer rule: whole, >= 1, <= 2**53
 
 # Fields a user writes by hand when a config cannot be imported (docs/specs.md lists them all).
 BY_HAND = ("name, source, vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, max_context "

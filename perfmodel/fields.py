@@ -1,0 +1,64 @@
+"""Field validators shared by every spec loader (hardware, models, the achievable block, implementation
+profiles): each raises SpecError naming the file and the field."""
+from __future__ import annotations
+
+import math
+
+from .errors import SpecError
+from .units import parse_quantity
+
+
+def _int(v, where, fld, minimum=1):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+        raise SpecError(where, fld, f"must be an integer, got {v!r}")
+    if not math.isfinite(v) or v < minimum:
+        raise SpecError(where, fld, f"must be >= {minimum}, got {v!r}")
+    if v > 2**53:
+        raise SpecError(where, fld, f"is implausibly large ({v!r})")
+    return int(v)
+
+
+def _bool(v, where, fld):
+    if not isinstance(v, bool):
+        raise SpecError(where, fld, f"must be true or false, got {v!r}")
+    return v
+
+
+def _str(v, where, fld):
+    if not isinstance(v, str) or not v.strip():
+        raise SpecError(where, fld, f"must be a non-empty string, got {v!r}")
+    return v
+
+
+def _choice(v, where, fld, choices):
+    if v not in choices:
+        raise SpecError(where, fld, f"must be one of {', '.join(choices)}; got {v!r}")
+    return v
+
+
+def _check_keys(d: dict, allowed, where, prefix=""):
+    for k in d:
+        if k not in allowed:
+            raise SpecError(where, f"{prefix}{k}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+
+
+def _need(d: dict, keys, where, prefix=""):
+    for k in keys:
+        if k not in d or d[k] is None:
+            raise SpecError(where, f"{prefix}{k}", "missing required field")
+
+
+def _qty(raw, where, fld, dim, default_source):
+    if isinstance(raw, dict):
+        _check_keys(raw, {"value", "source"}, where, f"{fld}.")
+        _need(raw, ["value"], where, f"{fld}.")
+        src = raw.get("source") or default_source
+        raw = raw["value"]
+    else:
+        src = default_source
+    if not src:
+        raise SpecError(where, fld, "has no source: write {value: ..., source: \"datasheet ...\"}")
+    try:
+        return parse_quantity(raw, dim, allow_zero=fld in ("kernel_overhead", "link_latency", "network_latency")), str(src)
+    except ValueError as e:
+        raise SpecError(where, fld, str(e)) from None
