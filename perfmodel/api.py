@@ -14,8 +14,9 @@ from . import engine
 from .errors import ContextWarning, SpecError
 from .formats import get_format
 from .ops import Layout, Precision, build_ops, param_count
-from .specs import (Hardware, Model, catalog_names, check_sets, hardware_from_dict, load_hardware, load_model,
-                    load_raw)
+from .specs import (Hardware, Model, catalog_names, check_sets, hardware_from_dict, load_hardware, load_impl,
+                    load_model, load_raw)
+from .timemodel import DEFAULT_IMPL
 from .units import parse_quantity
 
 Table = dict
@@ -130,12 +131,30 @@ def economics(cols: dict, hw: Hardware, devices: float, price=None, energy: bool
     return cols
 
 
+def check_mode(mode, impl=None, modes=None) -> None:
+    """--mode is one of roofline, achievable, simple; --impl (an implementation profile) goes with achievable."""
+    modes = modes or engine.MODES
+    if mode not in modes:
+        raise SpecError("--mode", None, f"must be one of {', '.join(modes)}, got {mode!r}")
+    if impl is not None and mode != "achievable":
+        raise SpecError("--impl", None, f"an implementation profile prices the achievable mode; --mode is {mode}")
+    if impl is not None:
+        load_impl(impl)  # a bad profile is one line before any work
+
+
+def mode_cols(mode, impl=None) -> dict:
+    """The columns that label every time: the mode, and in the achievable mode the implementation profile."""
+    if mode != "achievable":
+        return {}
+    return {"impl": impl if isinstance(impl, str) else getattr(impl, "key", None) or DEFAULT_IMPL}
+
+
 def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention, sets,
-           quantize_embeddings=False, extra=(), lay: Layout | None = None, price=None, energy=False) -> Table:
+           quantize_embeddings=False, extra=(), lay: Layout | None = None, price=None, energy=False,
+           impl=None) -> Table:
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, S = _positive(batch, "--batch"), _positive(context, "--context")
-    if mode not in engine.MODES:
-        raise SpecError("--mode", None, f"must be one of {', '.join(engine.MODES)}, got {mode!r}")
+    check_mode(mode, impl)
     if attention not in ("fused", "unfused"):
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
     if B.size * S.size > MAX_POINTS:
@@ -146,8 +165,9 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
     for m in models:
         _warn_context(m, S)
         for hw in hws:
-            r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention, layout=lay)
+            r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention, layout=lay, impl=impl)
             cols = {k: r[k] for k in PHASE_COLUMNS + list(extra)}
+            cols.update(mode_cols(mode, impl))
             if lay is not None and lay != Layout():
                 cols.update(_layout_cols(r, lay))
             out.append(_flat(economics(cols, hw, (lay or Layout()).devices, price, energy)))
@@ -157,28 +177,35 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
 def decode(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=(1, 8, 64, 256), context=1024, mode="roofline",
            weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None,
-           energy=False) -> Table:
+           energy=False, impl=None) -> Table:
     """One decode step (T = 1) per batch size x context: latency, throughput B/step, memory, fit.
+
+    mode: roofline (the ideal bound: datasheet peaks, no overheads), achievable (what a good
+    implementation reaches, from the hardware's achievable terms and the implementation profile
+    `impl`, default "graphs"; see `perfmodel list impl`) or simple (the lecture's closed form).
     With tp/pp/ep/replicas: per-device memory, all-replica throughput, and comm_time_s.
     With price (USD per device-hour) or energy=True: cost per million tokens, joules per token."""
     return _phase("decode", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
                   sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches), price=price,
-                  energy=energy)
+                  energy=energy, impl=impl)
 
 
 def prefill(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=(128, 512, 1024, 4096),
             mode="roofline", weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Table:
-    """Prefill of `context` prompt tokens per sequence (TTFT); throughput counts prompt tokens."""
+            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, impl=None) -> Table:
+    """Prefill of `context` prompt tokens per sequence (TTFT); throughput counts prompt tokens.
+    mode and impl as in decode."""
     return _phase("prefill", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches))
+                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches), impl=impl)
 
 
 def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024, generate=256, mode="roofline",
             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
             quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None,
-            energy=False) -> Table:
-    """A whole request: prefill P prompt tokens, then generate G tokens (context grows each step)."""
+            energy=False, impl=None) -> Table:
+    """A whole request: prefill P prompt tokens, then generate G tokens (context grows each step).
+    mode and impl as in decode."""
+    check_mode(mode, impl)
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, P = _positive(batch, "--batch"), _positive(prompt, "--prompt")
     G = _positive(generate, "--generate")
@@ -193,9 +220,10 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
     for m in models:
         _warn_context(m, P + G[0], "--prompt + --generate")
         for hw in hws:
-            r = engine.request(m, hw, B, P, int(G[0]), mode, prec, attention, layout=lay)
+            r = engine.request(m, hw, B, P, int(G[0]), mode, prec, attention, layout=lay, impl=impl)
             r["context"] = r["prompt"] + G[0]
             cols = {k: r[k] for k in PHASE_COLUMNS + ["prompt", "generate", "ttft_s", "decode_s"]}
+            cols.update(mode_cols(mode, impl))
             if lay != Layout():
                 cols.update(_layout_cols(r, lay))
             out.append(_flat(economics(cols, hw, lay.devices, price, energy)))
@@ -204,30 +232,49 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
 
 def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1024, weights_dtype="bf16",
               kv_dtype=None, act_dtype="bf16", attention="fused", sets=None, phases=("prefill", "decode"),
-              quantize_embeddings=False, tp=1, pp=1, ep=1) -> Table:
-    """Per-op FLOPs, bytes, intensity, roofline time and bound, for prefill and decode (all layers).
+              quantize_embeddings=False, tp=1, pp=1, ep=1, mode="roofline", impl=None) -> Table:
+    """Per-op FLOPs, bytes, intensity, time and bound, for prefill and decode (all layers).
 
-    With a layout, one device's ops, and the collectives as rows whose bytes are those each device
-    sends over the link (bound "link" or "network")."""
+    time_s is the op's roofline time (mode roofline) or its achievable time on the device (mode
+    achievable, implementation profile `impl`); in the achievable mode two more rows per phase make
+    the times add up to the step: `host wait` (the host launching kernels slower than the device
+    runs them) and `step overhead` (scheduling and sampling). With a layout, one device's ops, and the
+    collectives as rows whose bytes are those each device sends over the link (bound "link" or
+    "network") with the algorithm the time model chose."""
+    check_mode(mode, impl, ("roofline", "achievable"))
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B = float(_positive(batch, "--batch")[0])
     S = float(_positive(context, "--context")[0])
     (m,), (hw,) = specs(model, hardware, sets)
     _warn_context(m, S)
     lay = layout(tp, pp, ep)
+    tmodel = engine.time_model(mode, hw, impl)
     rows = {k: [] for k in ("op", "phase", "layers", "flops", "bytes", "intensity", "time_s", "bound")}
+
+    def row(*vals):
+        for k, v in zip(rows, vals):
+            rows[k].append(v)
+
     for phase in phases:
         ops = build_ops(m, B, 1.0 if phase == "decode" else S, S, phase, prec, attention, layout=lay)
-        for op, (tc, tm, t) in zip(ops, engine.op_times(ops, hw, prec, lay)):
+        device = host = step = 0.0
+        for op, (tc, tmem, t, nb, t_cpu, t_step) in zip(ops, tmodel.price(ops, hw, prec, lay)):
             comm = op.kind == "comm"
             f = float(op.flops) * op.count
-            b = float(np.sum(op.comm_bytes if comm else op.bytes)) * op.count
-            bound = engine.link_cost(hw, lay, op.link)[2] if comm else ("compute" if tc > tm else "memory")
-            for k, v in (("op", op.label), ("phase", phase), ("layers", op.count), ("flops", f), ("bytes", b),
-                         ("intensity", f / b if b else float("inf")), ("time_s", float(t) * op.count),
-                         ("bound", bound)):
-                rows[k].append(v)
-    return {k: np.asarray(v, dtype=object if k in ("op", "phase", "bound") else float) for k, v in rows.items()}
+            b = float(np.sum(nb)) * op.count
+            bound = engine.link_cost(hw, lay, op.link)[2] if comm else ("compute" if tc > tmem else "memory")
+            row(op.label, phase, op.count, f, b, f / b if b else float("inf"), float(t) * op.count, bound)
+            device, host, step = device + float(t) * op.count, host + t_cpu * op.count, step + t_step * op.count
+        if host > device:
+            row("host wait", phase, 1, 0.0, 0.0, float("nan"), host - device, "host")
+        if step:
+            row("step overhead", phase, 1, 0.0, 0.0, float("nan"), step, "host")
+    out = {k: np.asarray(v, dtype=object if k in ("op", "phase", "bound") else float) for k, v in rows.items()}
+    n = len(rows["op"])
+    out["mode"] = np.full(n, mode, dtype=object)
+    for k, v in mode_cols(mode, impl).items():
+        out[k] = np.full(n, v, dtype=object)
+    return out
 
 
 def kv(model=DEFAULT_MODEL, context=1024, batch=1, kv_dtype="bf16", sets=None) -> Table:
@@ -339,9 +386,9 @@ def _kind_of(name) -> str:
 
 
 def list_specs(kind: str = "all") -> Table:
-    kinds = {"all": ("hardware", "models"), "hardware": ("hardware",), "models": ("models",)}
+    kinds = {"all": ("hardware", "models", "impl"), "hardware": ("hardware",), "models": ("models",), "impl": ("impl",)}
     if kind not in kinds:
-        raise SpecError("list", None, f"choose hardware or models, got {kind!r}")
+        raise SpecError("list", None, f"choose hardware, models or impl (implementation profiles), got {kind!r}")
     rows = {"kind": [], "name": [], "description": []}
     for k in kinds[kind]:
         for n in catalog_names(k):

@@ -6,75 +6,22 @@ public API (perfmodel/__init__.py) wraps them in pandas DataFrames.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from .errors import SpecError
-from .ops import ATTENTION, COMM, MATMUL, Layout, Op, Precision, build_ops
+from .errors import DataWarning, SpecError
+from .ops import ATTENTION, COMM, Layout, Op, Precision, build_ops
 from .specs import Hardware, Model
+from .timemodel import MODES, TimeModel, link_of, missing_data, time_model
 
-MODES = ("roofline", "simple")
-
-
-def _peaks(hw: Hardware, prec: Precision) -> dict:
-    """Tensor-core rate for the activation format (weight-only quantization keeps 16-bit math);
-    the fp32 vector rate for elementwise ops where the datasheet gives one."""
-    _, af, _, _ = prec.formats()
-    tensor = hw.peak(af.peak)
-    return {MATMUL: tensor, ATTENTION: tensor, "vector": hw.peak_flops.get("fp32", tensor)}
+def op_times(ops: list[Op], hw: Hardware, prec: Precision, layout: Layout | None = None, tm: TimeModel | None = None):
+    """Per op (one instance): compute time, memory (or link) time, and its time on the device: the roofline's
+    max(FLOPs/peak, bytes/bw), or the achievable time with a TimeModel of that mode."""
+    return [x[:3] for x in (tm or TimeModel.roofline()).price(ops, hw, prec, layout)]
 
 
-def op_times(ops: list[Op], hw: Hardware, prec: Precision, layout: Layout | None = None):
-    """Per op (one instance): compute time, memory (or link) time, roofline time max(FLOPs/peak, bytes/bw)."""
-    return [t[:3] for t in _op_terms(ops, hw, prec, layout)]
-
-
-def link_cost(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, str]:
-    """(bandwidth per direction, latency per step, name) of the link a device group talks over.
-
-    Devices are placed tp innermost, then ep, then pp: a group stays on the scale-up link (NVLink,
-    ICI) while its span fits in one node of devices_per_node, and uses the network beyond that.
-    """
-    span = {"tp": layout.tp, "ep": layout.tp * layout.ep, "pp": layout.tp * layout.ep * layout.pp}[group]
-    if span <= (hw.devices_per_node or 1):
-        bw, lat, name = hw.link_bandwidth, hw.link_latency, "link"
-    else:
-        bw, lat, name = hw.network_bandwidth, hw.network_latency, "network"
-    if not bw:
-        what = "link_bandwidth" if name == "link" else "network_bandwidth"
-        raise SpecError(hw.key or hw.name, what, f"is needed for a {group} group of {span} devices "
-                        f"(devices_per_node={hw.devices_per_node or 1}); add it to the hardware spec")
-    return bw, lat or 0.0, name
-
-
-def _op_terms(ops, hw, prec, layout=None, comm=True):
-    peaks = _peaks(hw, prec)
-    fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel launch/dispatch cost (0 for datasheet specs)
-    passes = {MATMUL: hw.gemm_weight_passes or 1.0,  # calibrated: a BLAS that packs the streamed operand moves it again
-              ATTENTION: hw.attention_kv_passes or hw.gemm_weight_passes or 1.0}  # per-head products: the K/V read
-    out = []
-    for op in ops:
-        if op.kind == COMM:  # alpha-beta: bytes / link bandwidth + one latency per sequential step
-            if not comm:
-                out.append((0.0, 0.0, 0.0, 0.0))
-                continue
-            bw, lat, _ = link_cost(hw, layout or Layout(), op.link)
-            tm = op.comm_bytes / bw + op.comm_steps * lat
-            out.append((0.0 * tm, tm, tm, 0.0))
-            continue
-        b = op.bytes
-        tc = op.flops / peaks[op.kind]
-        tm = b / hw.memory_bandwidth  # the bytes a fused kernel moves to and from HBM
-        pack = 0.0
-        k = passes.get(op.kind, 1.0)
-        if k != 1.0:
-            # a BLAS that packs the streamed operand (weights; a K/V head shared by several query rows)
-            # copies it (k - 1) more times, on the same cores and before the FMA kernel: it adds to
-            # the time instead of hiding under max()
-            streamed = op.w_read if op.kind == MATMUL else op.kv_read
-            extra = np.where(np.asarray(op.rows) > 1, (k - 1.0) * streamed, 0.0)
-            b, pack = b + extra, extra / hw.memory_bandwidth
-        out.append((tc, tm + pack, np.maximum(tc, tm) + pack + fixed, b))
-    return out
+link_cost = link_of  # (bandwidth, one-hop latency, "link" or "network") of a layout's device group
 
 
 class _Sum:
@@ -128,19 +75,25 @@ def _keys_for(model, phase, prec, attention, causal_skip, ops, layout=None, stag
 
 
 def roofline(ops: list[Op], hw: Hardware, prec: Precision, keys=None, layout: Layout | None = None,
-             comm: bool = True) -> dict:
-    """Sum of per-op roofline times, with totals of FLOPs and bytes, the compute-bound share and the
-    communication time (collectives are ops too)."""
+             comm: bool = True, tm: TimeModel | None = None) -> dict:
+    """Step time over the op list, with totals of FLOPs and bytes, the compute-bound share and the
+    communication time (collectives are ops too). With the roofline's TimeModel (the default) the time
+    is the sum of per-op roofline times; with the achievable one it is
+    max(sum of device times, sum of host launch times) + the per-step overhead (timemodel.py)."""
     keys = keys or (0,) * len(ops)
     time, flops, nbytes, tcb, tcomm = _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys)
-    for op, (tc, tm, t, b) in zip(ops, _op_terms(ops, hw, prec, layout, comm)):
+    host, step = 0.0, 0.0
+    for op, (tc, tmem, t, b, t_cpu, t_step) in zip(ops, (tm or TimeModel.roofline()).price(ops, hw, prec, layout, comm)):
         time.add(t * op.count)
         flops.add(op.flops * op.count)
         nbytes.add(b * op.count)
-        tcb.add(np.where(tc > tm, t, 0.0) * op.count)
+        tcb.add(np.where(tc > tmem, t, 0.0) * op.count)
         tcomm.add((t if op.kind == COMM else 0.0 * t) * op.count)
-    return {"time": time.total(), "flops": flops.total(), "bytes": nbytes.total(),
-            "compute_bound_time": tcb.total(), "comm_time": tcomm.total()}
+        host, step = host + t_cpu * op.count, step + t_step * op.count
+    device = time.total()
+    total = device if (host == 0.0 and step == 0.0) else np.maximum(device, host) + step
+    return {"time": total, "flops": flops.total(), "bytes": nbytes.total(), "device_time": device, "host_time": host,
+            "step_overhead": step, "compute_bound_time": tcb.total(), "comm_time": tcomm.total()}
 
 
 def memory(ops: list[Op], model: Model, B, S, prec: Precision, keys=None) -> dict:
@@ -170,17 +123,21 @@ def _grid(batch, context):
     return B[:, None], S[None, :]
 
 
-def _run(model, hw, B, S, phase, prec, attention, causal_skip, layout, stage, comm=True):
+def _run(model, hw, B, S, phase, prec, attention, causal_skip, layout, stage, comm=True, tm=None):
     T = 1.0 if phase == "decode" else S
     ops = build_ops(model, B, T, S, phase, prec, attention, causal_skip, layout, stage)
     keys = _keys_for(model, phase, prec, attention, causal_skip, ops, layout, stage)
-    return ops, keys, roofline(ops, hw, prec, keys, layout, comm)
+    return ops, keys, roofline(ops, hw, prec, keys, layout, comm, tm)
 
 
 def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", mode: str = "roofline",
              prec: Precision | None = None, attention: str = "fused", causal_skip: bool = True,
-             grid: bool = True, layout: Layout | None = None) -> dict:
+             grid: bool = True, layout: Layout | None = None, impl=None, tm: TimeModel | None = None) -> dict:
     """Latency, throughput, memory and fit for one phase over batch x context (or broadcast).
+
+    mode: roofline (the ideal bound), achievable (what a good implementation reaches: the hardware's
+    achievable terms and the implementation profile `impl`, default timemodel.DEFAULT_IMPL) or simple
+    (the lecture's (weights + B * KV) / bandwidth). `tm` passes a ready TimeModel instead.
 
     batch is per model replica. With a layout (docs/parallelism.md), memory and fit are per device,
     latency is the time between a sequence's tokens (decode) or the prefill time, and throughput
@@ -189,21 +146,26 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    tm = tm or time_model(mode, hw, impl)
     prec = prec or Precision()
     lay = layout or Layout()
+    gaps = missing_data(hw, lay, mode)
+    if gaps and mode != "simple":
+        warnings.warn(f"{hw.key or hw.name} lacks {', '.join(gaps)}: the collectives of tp={lay.tp} pp={lay.pp} "
+                      f"ep={lay.ep} cost bandwidth only there, an optimistic figure", DataWarning, stacklevel=2)
     B, S = _grid(batch, context) if grid else np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
     comm = mode != "simple"  # the lecture's model has no communication term
-    ops, keys, rf = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, False, comm)
+    ops, keys, rf = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, False, comm, tm)
     comm_time = rf["comm_time"]
     if lay.pp > 1:  # memory on the largest stage with the whole batch resident
-        ops, keys, st = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, True, comm)
+        ops, keys, st = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, True, comm, tm)
         if phase == "decode":
             mb = np.minimum(lay.m, B)  # at most one micro-batch per sequence
-            _, _, full_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, False, comm)
-            _, _, st_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, True, comm)
+            _, _, full_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, False, comm, tm)
+            _, _, st_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, True, comm, tm)
             rf = dict(rf, time=np.maximum(mb * st_m["time"], full_m["time"]))
             comm_time = full_m["comm_time"]
-    mem = memory(ops, model, B / lay.ep, S, prec, keys)
+    mem = memory(ops, model, np.ceil(B / lay.ep), S, prec, keys)  # whole sequences on the busiest device
     if mode == "simple":  # the lecture: a memory-bound step streams all weights and every sequence's KV
         latency = (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth * (lay.pp if lay.pp > 1 else 1)
         if phase == "prefill":
@@ -222,27 +184,29 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
             "activation_bytes": full(mem["activation_bytes"]), "memory_bytes": full(mem["memory_bytes"]),
             "fits": full(mem["memory_bytes"] <= hw.memory_capacity), "bound": full(bound),
             "intensity": full(rf["flops"] / rf["bytes"]), "flops": full(rf["flops"]), "bytes": full(rf["bytes"]),
-            "comm_time_s": full(comm_time), "devices": lay.devices}
+            "comm_time_s": full(comm_time), "devices": lay.devices,
+            "host_time_s": full(rf.get("host_time", 0.0)), "step_overhead_s": full(rf.get("step_overhead", 0.0))}
 
 
 def request(model: Model, hw: Hardware, batch, prompt, generate: int, mode: str = "roofline",
             prec: Precision | None = None, attention: str = "fused", chunk: int = 4096,
-            layout: Layout | None = None) -> dict:
+            layout: Layout | None = None, impl=None) -> dict:
     """A whole request: prefill P tokens, then G decode steps at contexts P, P+1, ..., P+G-1.
 
     The decode steps form an extra array axis (chunked to bound memory), not a Python loop per point.
     """
     prec = prec or Precision()
-    pre = evaluate(model, hw, batch, prompt, "prefill", mode, prec, attention, layout=layout)
+    tm = time_model(mode, hw, impl)
+    pre = evaluate(model, hw, batch, prompt, "prefill", mode, prec, attention, layout=layout, tm=tm)
     B, P = pre["batch"], pre["context"]
     total = np.zeros_like(B)
     for g0 in range(0, int(generate), chunk):
         g = np.arange(g0, min(int(generate), g0 + chunk), dtype=np.float64)
         step = evaluate(model, hw, B[..., None], P[..., None] + g, "decode", mode, prec, attention, grid=False,
-                        layout=layout)
+                        layout=layout, tm=tm)
         total = total + step["latency_s"].sum(axis=-1)
     end = evaluate(model, hw, B, P + max(int(generate) - 1, 0), "decode", mode, prec, attention, grid=False,
-                   layout=layout)
+                   layout=layout, tm=tm)
     latency = pre["latency_s"] + total
     out = dict(end)
     out.update(phase="request", context=P, prompt=P, generate=float(generate), latency_s=latency,
@@ -301,8 +265,21 @@ def _is_attention(op: Op) -> bool:
     return op.kind == ATTENTION or op.name == "attn_softmax"
 
 
+def _busiest_group(T, S, ep: int) -> np.ndarray:
+    """Sequences of the busiest of ep attention groups (each runs whole sequences of its own): greedy
+    longest-first assignment of the sequences to the least-loaded group by tokens attended."""
+    if ep <= 1 or T.size <= 1:
+        return np.ones(T.size, dtype=bool)
+    load, owner = np.zeros(ep), np.empty(T.size, dtype=int)
+    for i in np.argsort(-(T * S), kind="stable"):
+        k = int(np.argmin(load))
+        owner[i], load[k] = k, load[k] + T[i] * S[i]
+    return owner == int(np.argmax(load))
+
+
 def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None = None,
-               attention: str = "fused", layout: Layout | None = None) -> dict:
+               attention: str = "fused", layout: Layout | None = None, mode: str = "roofline", impl=None,
+               tm: TimeModel | None = None) -> dict:
     """One iteration of a continuous-batching server (Orca's selective batching).
 
     Sequence i brings T_seq[i] new tokens (1 when decoding, a prompt chunk when prefilling) and
@@ -320,15 +297,19 @@ def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None 
     phase = "decode" if np.all(T == 1) else "prefill"
     token_ops = [op for op in build_ops(model, n, M / n, float(S.mean()), phase, prec, attention, layout=lay)
                  if not _is_attention(op)]
-    decode, chunk = T == 1, T != 1
+    mine = _busiest_group(T, S, lay.ep)  # with ep > 1, the attention of the busiest device's sequences
+    decode, chunk = (T == 1) & mine, (T != 1) & mine
     seq_ops = []
     for mask, ph in ((decode, "decode"), (chunk, "prefill")):
         if mask.any():
             for op in build_ops(model, 1.0, T[mask], S[mask], ph, prec, attention, layout=lay):
                 if _is_attention(op):
+                    if op.keys is not None:  # one kernel's key length: F / sum(f_i / k_i) keeps sum(f_i / e(k_i))
+                        f_i, k_i = op.flops + 0 * T[mask], op.keys + 0 * T[mask]
+                        op.keys = float(np.sum(f_i) / np.sum(f_i / k_i)) if np.sum(f_i) > 0 else float(np.max(k_i))
                     for f in ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write"):
                         setattr(op, f, float(np.sum(getattr(op, f) + 0 * T[mask])))
                     seq_ops.append(op)
-    rf = roofline(token_ops + seq_ops, hw, prec, layout=lay)
+    rf = roofline(token_ops + seq_ops, hw, prec, layout=lay, tm=tm or time_model(mode, hw, impl))
     return {"latency_s": float(rf["time"]), "flops": float(rf["flops"]), "bytes": float(rf["bytes"]),
             "tokens": M, "sequences": n, "comm_time_s": float(rf["comm_time"])}

@@ -20,3 +20,9 @@ def _one_line(text: str) -> str:
 class ContextWarning(UserWarning):
     """A context beyond the model's max_context: computed anyway (the formulas hold; the model was
     not trained that long). The CLI prints it as one `perfmodel: warning:` line."""
+
+
+class DataWarning(UserWarning):
+    """A result computed on missing data (a layout that crosses nodes on a spec without network_latency,
+    achievable terms a spec lacks): computed anyway, optimistic, and said once per run. The CLI prints
+    it as one `perfmodel: warning:` line."""

@@ -4,7 +4,12 @@ A format stores `bits` per element plus one `scale_bits` scale per `group` eleme
 (group=None: one scale per matrix row, i.e. per output channel), plus optionally a second-level
 scale per `group2` first-level scales (double quantization). Sources of each layout:
 
-- int4-gG: one 16-bit scale per G weights (GPTQ/AWQ layout): 4 + 16/G bits, 4.125 at G = 128.
+- int4-gG: one 16-bit scale per G weights (GPTQ/AWQ layout): 4 + 16/G bits, 4.125 at G = 128;
+  int4-g32 is llama.cpp's Q4_0 (blocks of 32 with an fp16 scale: 4.5 bits, ggml-common.h block_q4_0).
+- int4-gG-zp: a 16-bit scale and a 16-bit zero point per G weights (gpt-fast's int4 groupsize G,
+  quantize.py pack_scales_and_zeros): 4 + 32/G bits, 5.0 at G = 32.
+- int8-gG: int8 with one 16-bit scale per G weights: 8 + 16/G bits; int8-g32 is llama.cpp's Q8_0
+  (8.5 bits, ggml-common.h block_q8_0).
 - nf4: QLoRA (Dettmers et al. 2023, arXiv:2305.14314, section 3): blocks of 64 with a 32-bit
   absmax constant, "32/64 = 0.5 bits per parameter", so 4.5 bits; nf4-dq double-quantizes the
   constants to 8 bits with a 32-bit constant per 256 of them: "8/64 + 32/(64*256) = 0.127 bits",
@@ -63,7 +68,7 @@ _FIXED = {
     "mxfp4": Format("mxfp4", 4, scale_bits=8, group=32, peak="fp4", note="OCP MX: E2M1 x32 + E8M0 scale"),
     "fp4": Format("fp4", 4, scale_bits=8, group=16, peak="fp4", note="NVFP4: E2M1 x16 + E4M3 scale"),
 }
-_INT4 = re.compile(r"^int4(?:-g(\d+))?$")
+_GROUPED = re.compile(r"^(int4|int8)-g(\d+)(-zp)?$|^(int4)(-zp)?$")
 
 
 def get_format(name: str) -> Format:
@@ -71,17 +76,22 @@ def get_format(name: str) -> Format:
     key = str(name).strip().lower()
     if key in _FIXED:
         return _FIXED[key]
-    m = _INT4.match(key)
+    m = _GROUPED.match(key)
     if m:
-        g = int(m.group(1) or 128)
+        kind = m.group(1) or m.group(4)
+        g = int(m.group(2) or 128)
+        zp = bool(m.group(3) or m.group(5))
         if g <= 0:
-            raise ValueError(f"int4 group size must be positive, got {g}")
-        return Format(f"int4-g{g}", 4, scale_bits=16, group=g, peak="int4", note=f"one fp16 scale per {g} weights")
-    raise ValueError(f"unknown format {name!r} (known: {', '.join(list(_FIXED) + ['int4-gN'])})")
+            raise ValueError(f"{kind} group size must be positive, got {g}")
+        bits = int(kind[3:])
+        what = f"one fp16 scale{' and one fp16 zero point' if zp else ''} per {g} weights"
+        return Format(f"{kind}-g{g}{'-zp' if zp else ''}", bits, scale_bits=32 if zp else 16, group=g, peak=kind,
+                      note=what)
+    raise ValueError(f"unknown format {name!r} (known: {', '.join(list(_FIXED) + ['int4-gN', 'int8-gN', 'int4-gN-zp'])})")
 
 
 def known_formats() -> list[str]:
-    return list(_FIXED) + ["int4-g128", "int4-g64", "int4-g32"]
+    return list(_FIXED) + ["int4-g128", "int4-g64", "int4-g32", "int4-g32-zp", "int8-g32"]
 
 
 def is_weight_only(weights: Format, act: Format) -> bool:

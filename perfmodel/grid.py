@@ -82,8 +82,11 @@ class _Progress:
 
 
 def iter_chunks(models, hardware, batch, context, weights_dtype=("bf16",), kv_dtype=(None,), act_dtype="bf16",
-                mode="roofline", sets=None, chunk_rows: int = 1_000_000):
-    """Yields dicts of flat columns, at most about chunk_rows rows each."""
+                mode="roofline", sets=None, chunk_rows: int = 1_000_000, impl=None):
+    """Yields dicts of flat columns, at most about chunk_rows rows each (mode: roofline, achievable or simple)."""
+    from .api import check_mode
+
+    check_mode(mode, impl)
     B = parse_axis(batch, "--batch")
     S = parse_axis(context, "--context")
     wds = _names(weights_dtype) if isinstance(weights_dtype, str) else list(weights_dtype)
@@ -92,8 +95,9 @@ def iter_chunks(models, hardware, batch, context, weights_dtype=("bf16",), kv_dt
     per = max(1, int(chunk_rows) // S.size)
     for m, hw, wd, kd in itertools.product(ms, hws, wds, kds):
         prec = _prec(wd, kd, act_dtype)
+        tm = engine.time_model(mode, hw, impl)
         for i in range(0, B.size, per):
-            r = engine.evaluate(m, hw, B[i:i + per], S, "decode", mode, prec)
+            r = engine.evaluate(m, hw, B[i:i + per], S, "decode", mode, prec, tm=tm)
             n = r["latency_s"].size
             cols = {"model": np.full(n, m.name, dtype=object), "hardware": np.full(n, hw.key, dtype=object),
                     "weights_dtype": np.full(n, wd, dtype=object),
@@ -102,7 +106,10 @@ def iter_chunks(models, hardware, batch, context, weights_dtype=("bf16",), kv_dt
             for k in ("batch", "context", "latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes",
                       "memory_bytes", "fits", "bound", "intensity"):
                 cols[k] = np.ascontiguousarray(r[k]).ravel()
-            yield {k: cols[k] for k in COLUMNS}
+            names = COLUMNS
+            if mode == "achievable":  # the estimate depends on the implementation profile: say which
+                cols["impl"], names = np.full(n, str(impl or "graphs"), dtype=object), COLUMNS + ["impl"]
+            yield {k: cols[k] for k in names}
 
 
 def grid_size(models, hardware, batch, context, weights_dtype=("bf16",), kv_dtype=(None,)) -> int:
@@ -113,7 +120,7 @@ def grid_size(models, hardware, batch, context, weights_dtype=("bf16",), kv_dtyp
 
 def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="128:131072:x2",
           weights_dtype=("bf16",), kv_dtype=(None,), act_dtype="bf16", mode="roofline", sets=None, out=None,
-          chunk_rows: int = 1_000_000, progress: bool | None = None):
+          chunk_rows: int = 1_000_000, progress: bool | None = None, impl=None):
     """The whole grid as a DataFrame, or streamed to `out` (.csv or .parquet) in chunks.
 
     With `out`, returns {"path", "rows", "seconds"} and never holds more than one chunk in memory.
@@ -122,7 +129,8 @@ def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="
 
     total = grid_size(models, hardware, batch, context, weights_dtype, kv_dtype)
     bar = _Progress(total, progress)
-    chunks = iter_chunks(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, chunk_rows)
+    chunks = iter_chunks(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, chunk_rows,
+                         impl)
     t0 = time.perf_counter()
     if out is None:
         frames = []

@@ -84,11 +84,12 @@ class Op:
     """One operator of one layer (x count layers). Byte fields are HBM traffic per instance."""
 
     __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
-                 "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link", "rows")
+                 "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link", "rows",
+                 "coll", "msg", "peers", "gemm", "keys")
 
     def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
                  act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt="", comm_bytes=0.0,
-                 comm_steps=0, link=""):
+                 comm_steps=0, link="", coll="", msg=0.0, peers=1):
         self.name, self.group, self.count, self.kind = name, group, count, kind
         self.flops, self.w_read, self.kv_read = flops, w_read, kv_read
         self.act_read, self.act_write, self.kv_write = act_read, act_write, kv_write
@@ -97,6 +98,14 @@ class Op:
         # collectives (kind COMM): bytes each device sends, sequential steps (latency terms), and the
         # device group ("tp", "ep" or "pp") whose link carries them; no HBM traffic is counted
         self.comm_bytes, self.comm_steps, self.link = comm_bytes, comm_steps, link
+        # the collective itself, for pricing by algorithm (perfmodel.timemodel): allreduce, allgather,
+        # alltoall or send; the message each device contributes (bytes) and the devices in the group.
+        # comm_bytes and comm_steps above are what a ring moves, the algorithm every library has
+        self.coll, self.msg, self.peers = coll, msg, peers
+        # a matmul's GEMM shape for tile and wave quantization: (rows over all instances, output
+        # columns of one instance, instances that compute: 1, or the experts the tokens reach)
+        self.gemm = None
+        self.keys = None  # attention: keys each query row reads (its kernel's tiles along the key axis)
         # rows of the product that share one streamed operand (the weights of a matmul; a KV head for
         # the queries of its group): > 1 lets a BLAS library pack that operand (engine: gemm_weight_passes)
         self.rows = 1.0
@@ -156,14 +165,19 @@ class _Builder:
                  layout: Layout, share: float):
         lay = layout
         self.tp, self.ep, self.share = lay.tp, lay.ep, share
-        # per device: B/ep sequences (expert groups run attention data-parallel), N/tp query heads,
-        # K/tp KV heads (replicated when K < tp), d_ff/tp, vocab/tp; all tokens Mg route to experts
-        self.m, self.B, self.T, self.S, self.phase = m, B / lay.ep, T, S, phase
+        # per device: ceil(B/ep) whole sequences on the busiest one (expert groups run attention
+        # data-parallel, each on sequences of its own), N/tp query heads, K/tp KV heads (replicated
+        # when K < tp), d_ff/tp, vocab/tp; all tokens Mg of the replica route to the experts
+        self.m, self.B, self.T, self.S, self.phase = m, np.ceil(B / lay.ep), T, S, phase
         self.M, self.Mg = self.B * T, B * T
         self.N = m.N // lay.tp
         self.K = m.K // lay.tp if m.K >= lay.tp else 1
         self.wf, af, self.kf, self.hf = prec.formats()
-        self.ab, self.kb, self.hb = af.bits / 8, self.kf.bits / 8, self.hf.bits / 8
+        # gb: a GEMM's input activations, in the compute format (fp8 for W8A8); ab: every other activation
+        # (the residual stream, norms, attention's Q and O, collectives), which stays 16-bit when the GEMMs
+        # compute in 8 bits, as W8A8 serving stacks keep it (TensorRT-LLM, vLLM quantize inside the GEMM path)
+        self.gb, self.ab = af.bits / 8, max(af.bits, 16) / 8
+        self.kb, self.hb = self.kf.bits / 8, self.hf.bits / 8
         self.unfused = attention == "unfused"
         self.causal_skip = causal_skip
         self.ops: list[Op] = []
@@ -179,7 +193,8 @@ class _Builder:
         2(p-1)/p of the message in 2(p-1) steps."""
         p = self.tp
         if p > 1:
-            self.add(name, g, n, COMM, comm_bytes=2 * (p - 1) / p * elems * self.ab, comm_steps=2 * (p - 1), link="tp")
+            self.add(name, g, n, COMM, comm_bytes=2 * (p - 1) / p * elems * self.ab, comm_steps=2 * (p - 1), link="tp",
+                     coll="allreduce", msg=elems * self.ab, peers=p)
 
     def matmul(self, name, g, n, rows, d_in, d_out, n_mats=1, bias=False, fmt: Format | None = None,
                touched=1.0, instances=1, kv_out=0):
@@ -190,10 +205,11 @@ class _Builder:
         p = n_mats * (d_in * d_out + (d_out if bias else 0))
         out_cols = n_mats * d_out - kv_out
         op = self.add(name, g, n, MATMUL, flops=2.0 * rows * d_in * d_out * n_mats, w_read=w * touched,
-                      act_read=rows * d_in * self.ab, act_write=rows * out_cols * self.ab,
+                      act_read=rows * d_in * self.gb, act_write=rows * out_cols * self.ab,
                       kv_write=rows * kv_out * self.kb, params=p * instances, w_stored=w * instances,
                       wfmt=fmt.name)
         op.rows = rows / instances if instances > 1 else rows  # rows per expert (or per head) matrix
+        op.gemm = (rows, n_mats * d_out, touched if instances > 1 else 1.0)
         return op
 
     def vector(self, name, g, n, elems, flops_per, reads=1, writes=1, params=0):
@@ -222,6 +238,7 @@ class _Builder:
         av = self.add("attn_av", g, n, ATTENTION, flops=2.0 * B * pairs * Nq * dv,
                       act_write=self.M * Nq * dv * self.ab, **({"kv_read": v_read} if from_cache else {"act_read": v_read}))
         qk.rows = av.rows = self.T * group  # query rows that share one streamed K/V head
+        qk.keys = av.keys = klen
         if self.unfused:  # the score matrix B*N*T*S_read goes to HBM: written, softmaxed, re-read
             scores = B * Nq * T * klen
             qk.act_write = scores * self.ab
@@ -306,15 +323,17 @@ class _Builder:
             r.params += e.n_experts
             r.w_stored += e.n_experts * self.hb
             r.w_read += e.n_experts * self.hb
-        if ep > 1:  # each of the M local tokens goes to k experts, (ep-1)/ep of them on other devices
-            self.add("alltoall_dispatch", g, n, COMM, comm_bytes=M * e.n_active * D * self.ab * (ep - 1) / ep,
-                     comm_steps=ep - 1, link="ep")
+        msg = M * e.n_active * D * self.gb  # each of the M local tokens goes to k experts (in the GEMM format) ...
+        if ep > 1:  # ... (ep-1)/ep of them on other devices
+            self.add("alltoall_dispatch", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1, link="ep",
+                     coll="alltoall", msg=msg, peers=ep)
+        msg = M * e.n_active * D * self.ab  # ... and come back 16-bit
         # E/ep experts here; all Mg tokens of the replica route uniformly, so Mg*k/ep token-expert pairs
         self.mlp(g, n, e.d_ff_expert, "expert", E=e.n_experts / ep, rows=self.Mg * e.n_active / ep,
                  touched=_touched(e.n_experts, e.n_active, self.Mg) / ep)
         if ep > 1:
-            self.add("alltoall_combine", g, n, COMM, comm_bytes=M * e.n_active * D * self.ab * (ep - 1) / ep,
-                     comm_steps=ep - 1, link="ep")
+            self.add("alltoall_combine", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1, link="ep",
+                     coll="alltoall", msg=msg, peers=ep)
         if e.n_shared:
             self.mlp(g, n, e.n_shared * e.d_ff_expert, "shared_expert")
 
@@ -348,7 +367,7 @@ class _Builder:
         if self.tp > 1:  # gather the vocab shards of the logits
             p = self.tp
             self.add("allgather_logits", "", 1, COMM, comm_bytes=(p - 1) / p * rows * m.V * self.ab,
-                     comm_steps=p - 1, link="tp")
+                     comm_steps=p - 1, link="tp", coll="allgather", msg=rows * m.V * self.ab, peers=p)
         return self.ops
 
 
@@ -397,8 +416,9 @@ def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
     ops = _Builder(model, f(B), f(T), f(S), phase, prec or Precision(), attention, causal_skip, lay, share).build()
     if lay.pp > 1:
         n = 1 if stage else lay.pp - 1  # activations handed to the next stage
-        ab = (prec or Precision()).formats()[1].bits / 8
-        ops.append(Op("pp_send", "", n, COMM, comm_bytes=f(B) / lay.ep * f(T) * model.D * ab, comm_steps=1, link="pp"))
+        ab = max((prec or Precision()).formats()[1].bits, 16) / 8  # activations handed on stay 16-bit
+        sent = np.ceil(f(B) / lay.ep) * f(T) * model.D * ab
+        ops.append(Op("pp_send", "", n, COMM, comm_bytes=sent, comm_steps=1, link="pp", coll="send", msg=sent, peers=2))
     return ops
 
 

@@ -6,17 +6,22 @@ per-op tables show it too; docs/parallelism.md derives each cost.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import engine
-from .api import LAYOUT_COLUMNS, PHASE_COLUMNS, _flat, _positive, _prec, concat, economics, specs
-from .errors import SpecError
+from .api import LAYOUT_COLUMNS, PHASE_COLUMNS, _flat, _positive, _prec, check_mode, concat, economics, mode_cols, specs
+from .errors import DataWarning, SpecError
 from .ops import Layout
+from .timemodel import crosses_nodes, missing_data
 from .units import parse_quantity
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Divisors of n in increasing order, by trial up to sqrt(n)."""
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def layouts(model, devices: int) -> list[Layout]:
@@ -57,8 +62,14 @@ def pareto(latency: np.ndarray, per_device: np.ndarray, ok: np.ndarray) -> np.nd
 
 def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch=(1, 8, 32, 128),
          max_latency=None, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, price=None,
-         energy=False) -> tuple[dict, dict]:
-    """Every layout of `gpus` devices x each batch; returns (rows, summary)."""
+         energy=False, mode="roofline", impl=None) -> tuple[dict, dict]:
+    """Every layout of `gpus` devices x each batch; returns (rows, summary).
+
+    mode: roofline (ideal bound) or achievable (implementation profile `impl`). A layout whose
+    collectives cross nodes on a spec that lacks the data to price them (network_latency; in the
+    achievable mode the measured network collectives) is flagged in `missing` and never on the Pareto
+    front; layouts that need a network the spec does not have at all are left out (summary["skipped"])."""
+    check_mode(mode, impl, ("roofline", "achievable"))
     prec = _prec(weights_dtype, kv_dtype, act_dtype)
     n = int(_positive(gpus, "--gpus")[0])
     B = _positive(batch, "--batch")
@@ -73,27 +84,39 @@ def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch
     lays = layouts(m, n)
     if not lays:
         raise SpecError("--gpus", None, f"no layout of {n} devices suits {m.name} ({m.N} heads, {m.K} KV heads)")
-    rows = []
+    tmodel = engine.time_model(mode, hw, impl)
+    rows, skipped = [], 0
     for lay in lays:
-        r = engine.evaluate(m, hw, B, S, "decode", "roofline", prec, layout=lay)
+        if crosses_nodes(hw, lay) and not hw.network_bandwidth:
+            skipped += 1
+            continue
+        gaps = missing_data(hw, lay, mode)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataWarning)  # said once, in the summary and the `missing` column
+            r = engine.evaluate(m, hw, B, S, "decode", mode, prec, layout=lay, tm=tmodel)
         cols = {k: r[k] for k in PHASE_COLUMNS}
+        cols.update(mode_cols(mode, impl))
         cols.update(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), replicas=float(lay.replicas),
                     devices=float(lay.devices), comm_time_s=r["comm_time_s"],
-                    throughput_per_device=r["throughput_tok_s"] / lay.devices)
+                    throughput_per_device=r["throughput_tok_s"] / lay.devices,
+                    crosses_nodes=crosses_nodes(hw, lay), missing=",".join(gaps))
         rows.append(_flat(economics(cols, hw, lay.devices, price, energy)))
+    if not rows:
+        raise SpecError("--gpus", None, f"every layout of {n} devices crosses nodes, and {hw.key} has no "
+                                        "network_bandwidth to join them")
     t = concat(rows)
-    ok = t["fits"].astype(bool)
+    ok = t["fits"].astype(bool) & (t["missing"] == "")
     if limit is not None:
         ok &= t["latency_s"] <= limit
     t["pareto"] = pareto(t["latency_s"].astype(float), t["throughput_per_device"].astype(float), ok)
     need, lay = min_devices(m, hw, S, prec)
-    crosses = any(la.tp * la.ep * la.pp > (hw.devices_per_node or 1) for la in lays)
-    summary = {"model": m.name, "hardware": hw.key, "context": S, "min_devices": need,
-               "min_layout": None if lay is None else f"tp={lay.tp} pp={lay.pp} ep={lay.ep}",
-               "warning": (f"{hw.key} has no network_latency: collectives that cross a node of "
-                           f"{hw.devices_per_node or 1} cost bandwidth only, an optimistic bound")
-               if crosses and not hw.network_latency else None}
+    flagged = sorted({g for x in t["missing"] for g in str(x).split(",") if g})
+    summary = {"model": m.name, "hardware": hw.key, "context": S, "min_devices": need, "mode": mode,
+               "min_layout": None if lay is None else f"tp={lay.tp} pp={lay.pp} ep={lay.ep}", "skipped": skipped,
+               "warning": (f"{hw.key} lacks {', '.join(flagged)}: layouts whose collectives cross a node of "
+                           f"{hw.devices_per_node or 1} are priced on bandwidth only, flagged in `missing` and never "
+                           "ranked on the Pareto front") if flagged else None}
     return t, summary
 
 
-PLAN_COLUMNS = PHASE_COLUMNS + LAYOUT_COLUMNS + ["throughput_per_device", "pareto"]
+PLAN_COLUMNS = PHASE_COLUMNS + LAYOUT_COLUMNS + ["throughput_per_device", "crosses_nodes", "missing", "pareto"]

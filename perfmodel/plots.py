@@ -13,7 +13,7 @@ from . import api, engine
 from .ops import Precision, build_ops
 from .specs import load_hardware, load_model
 
-KINDS = ("roofline", "latency-throughput", "memory", "kv", "speculative", "serving", "validation")
+KINDS = ("roofline", "latency-throughput", "memory", "kv", "speculative", "serving", "validation", "published")
 
 
 def _plt():
@@ -42,19 +42,26 @@ def save(fig, path) -> str:
     return path
 
 
-def _title(model, hw, prec: Precision, extra=""):
+def _title(model, hw, prec: Precision, extra="", mode=None, impl=None):
     wf, af, kf, _ = prec.formats()
-    return f"{model} on {hw}: weights {wf.name}, KV {kf.name}" + (f", {extra}" if extra else "")
+    label = {"roofline": "\nmode roofline: the ideal bound (no real system is faster)",
+             "simple": "\nmode simple: the lecture's memory-bound bound",
+             "achievable": f"\nmode achievable: an estimate of a good implementation ({impl or 'graphs'})"}.get(mode, "")
+    return f"{model} on {hw}: weights {wf.name}, KV {kf.name}" + (f", {extra}" if extra else "") + label
 
 
 # ---------------------------------------------------------------- roofline
 def roofline(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), context=1024, weights_dtype="bf16",
-             kv_dtype=None, act_dtype="bf16", sets=None):
+             kv_dtype=None, act_dtype="bf16", sets=None, mode="roofline", impl=None):
     """The device's roofs (bandwidth slope, a ceiling per dtype, ridge marked) with every op of
-    prefill and decode at its intensity and achieved FLOP/s; several batch sizes form a trail."""
+    prefill and decode at its intensity and the FLOP/s it reaches: on the roofs (mode roofline, the
+    ideal bound) or below them (mode achievable, the estimate of a good implementation);
+    several batch sizes form a trail."""
     plt = _plt()
+    api.check_mode(mode, impl, ("roofline", "achievable"))
     prec = api._prec(weights_dtype, kv_dtype, act_dtype)
     (m,), (hw,) = api.specs(model, hardware, sets)
+    tm = engine.time_model(mode, hw, impl)
     fig, ax = plt.subplots(figsize=(8, 5.5))
     x = np.logspace(-2, 5, 200)
     styles = ("-", "--", "-.", ":")
@@ -73,7 +80,7 @@ def roofline(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), co
         trail = {}
         for B in batches:
             ops = build_ops(m, float(B), 1.0 if phase == "decode" else float(context), float(context), phase, prec)
-            for op, (_, _, t) in zip(ops, engine.op_times(ops, hw, prec)):
+            for op, (_, _, t) in zip(ops, engine.op_times(ops, hw, prec, tm=tm)):
                 f, b = float(op.flops) * op.count, float(op.bytes) * op.count
                 if f <= 0 or b <= 0:
                     continue
@@ -95,10 +102,11 @@ def roofline(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), co
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
-    ax.set_ylabel("achieved FLOP/s")
+    ax.set_ylabel("FLOP/s reached" + (" (ideal: on the roof)" if mode == "roofline" else " (achievable estimate)"))
     ax.set_xlim(0.05, 3e4)
     ax.set_ylim(1e10, max(hw.peak_flops.values()) * 3)
-    ax.set_title(_title(m.name, hw.name, prec, f"context {context:g}, batch {', '.join(f'{b:g}' for b in batches)}"))
+    ax.set_title(_title(m.name, hw.name, prec, f"context {context:g}, batch {', '.join(f'{b:g}' for b in batches)}",
+                        mode, impl))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), ncol=1, frameon=False, fontsize=7)
     fig.tight_layout()
     return fig
@@ -107,16 +115,17 @@ def roofline(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), co
 # ---------------------------------------------------------------- latency against throughput
 def latency_throughput(models=("llama-2-13b", "llama-2-13b-gqa8"), hardware="h100-sxm",
                        batch=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), context=1024, weights_dtype="bf16",
-                       kv_dtype=None, act_dtype="bf16", sets=None):
+                       kv_dtype=None, act_dtype="bf16", sets=None, mode="roofline", impl=None):
     """Step latency against throughput across batch sizes, a curve per model; points that do not
-    fit in memory are hollow and the out-of-memory stretch is dashed (the lecture's tradeoff)."""
+    fit in memory are hollow and the out-of-memory stretch is dashed (the lecture's tradeoff).
+    mode: roofline (the ideal bound), achievable (implementation profile `impl`) or simple."""
     plt = _plt()
     prec = api._prec(weights_dtype, kv_dtype, act_dtype)
     fig, ax = plt.subplots(figsize=(7, 5))
     hwname = ""
     for i, name in enumerate(api._names(models)):
-        t = api.decode(name, hardware, list(batch), context, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                       act_dtype=act_dtype, sets=sets)
+        t = api.decode(name, hardware, list(batch), context, mode=mode, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                       act_dtype=act_dtype, sets=sets, impl=impl)
         thr, lat, fits = t["throughput_tok_s"].astype(float), t["latency_s"].astype(float) * 1e3, t["fits"].astype(bool)
         c = f"C{i}"
         ax.plot(thr[fits], lat[fits], "-", color=c, label=str(t["model"][0]))
@@ -133,7 +142,7 @@ def latency_throughput(models=("llama-2-13b", "llama-2-13b-gqa8"), hardware="h10
     ax.set_yscale("log")
     ax.set_xlabel("throughput (tokens/s)")
     ax.set_ylabel("decode step latency (ms)")
-    ax.set_title(_title(", ".join(api._names(models)), hwname, prec, f"context {context:g}"))
+    ax.set_title(_title(", ".join(api._names(models)), hwname, prec, f"context {context:g}", mode, impl))
     ax.legend(loc="upper left", frameon=False)
     fig.tight_layout()
     return fig
@@ -260,13 +269,14 @@ def validation(results):
 
 # ---------------------------------------------------------------- serving timeline
 def serving(model="llama-2-13b", hardware="h100-sxm", requests=64, slots=8,
-            output_len="lognormal:median=18,max=231", rate=None, seed=0, sets=None, **kw):
+            output_len="lognormal:median=18,max=231", rate=None, seed=0, sets=None, mode="roofline", impl=None, **kw):
     """Slot occupancy (and KV memory in use) against time for static and continuous batching on the
     same traffic: the idle slots of static batching are the white space under the slot limit."""
     from . import serving as sv
 
     plt = _plt()
-    runs = sv.serve_runs(model, hardware, "both", requests, slots, rate, output_len=output_len, seed=seed, sets=sets, **kw)
+    runs = sv.serve_runs(model, hardware, "both", requests, slots, rate, output_len=output_len, seed=seed, sets=sets,
+                         mode=mode, impl=impl, **kw)
     fig, axes = plt.subplots(len(runs), 1, figsize=(8, 2.6 * len(runs)), sharex=True)
     axes = np.atleast_1d(axes)
     for ax, r in zip(axes, runs):
@@ -289,6 +299,47 @@ def serving(model="llama-2-13b", hardware="h100-sxm", requests=64, slots=8,
                      f"mean TTFT {s['mean_ttft_s']:.3g} s")
         ax.legend(loc="upper right", frameon=False, fontsize=7)
     axes[-1].set_xlabel("time (s)")
-    fig.suptitle(f"{model} on {hardware}: {requests} requests, outputs {output_len}")
+    what = ("step cost: roofline, the ideal bound" if mode == "roofline"
+            else f"step cost: achievable estimate ({impl or 'graphs'})")
+    fig.suptitle(f"{model} on {hardware}: {requests} requests, outputs {output_len}; {what}")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- validation against published measurements
+def published(table=None, path=None):
+    """Published end-to-end measurements against the engine: the fraction of the roofline bound each
+    measurement reached (left: at most 1 when the bound holds) and the achievable estimate's error
+    (right, with the +-25% band), one row per case, grouped by category."""
+    from .measure.published import published as run
+
+    plt = _plt()
+    t = table if table is not None else run(path)
+    first = np.array([str(c).split(",")[0] for c in t["category"]], dtype=object)
+    order = np.lexsort((np.asarray(t["fraction"], float), first))
+    cats = list(dict.fromkeys(first[order]))
+    colour = {c: f"C{i}" for i, c in enumerate(cats)}
+    y = np.arange(len(order))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, max(4.0, 0.06 * len(order) + 1.5)), sharey=True)
+    cols = [colour[first[i]] for i in order]
+    a1.scatter(np.asarray(t["fraction"], float)[order], y, s=12, c=cols, zorder=3)
+    a1.axvline(1.0, color="k", lw=1, label="the roofline bound")
+    a1.set_xlabel("measured / roofline bound (throughput; inverse for times)")
+    a1.set_xlim(0, 1.1)
+    err = 100 * np.asarray(t["error"], float)[order]
+    a2.axvspan(-25, 25, color="0.9", label="+-25%")
+    a2.axvline(0, color="k", lw=0.8)
+    a2.scatter(np.clip(err, -100, 300), y, s=12, c=cols, zorder=3)
+    a2.set_xlabel("achievable estimate / measured - 1 (%)")
+    a2.set_xlim(-100, 300)
+    a1.set_yticks([])
+    for c in cats:
+        a1.scatter([], [], c=colour[c], s=12, label=c)
+    a1.legend(frameon=False, fontsize=7, loc="lower left")
+    a2.legend(frameon=False, fontsize=7, loc="lower right")
+    med = float(np.median(np.abs(np.asarray(t["error"], float))))
+    within = float(np.mean(np.abs(np.asarray(t["error"], float)) <= 0.25))
+    fig.suptitle(f"{len(order)} published measurements: the roofline is the ideal bound (left); the achievable "
+                 f"estimate's median |error| {100 * med:.0f}%, {100 * within:.0f}% within +-25% (right)")
     fig.tight_layout()
     return fig

@@ -14,15 +14,21 @@ from pathlib import Path
 
 import yaml
 
+from .efficiency import Achievable, Impl, achievable_from_dict, impl_from_dict, link_algorithms
 from .errors import SpecError
 from .fields import _bool, _check_keys, _choice, _int, _need, _qty, _str
 
 PKG = Path(__file__).resolve().parent
 
 
+_SUBDIR = {"hardware": "hardware", "models": "models", "impl": "hardware/impl"}
+
+
 def catalog_dir(kind: str) -> Path:
-    """hardware/ or models/: inside the installed package (wheel) or at the repo root (checkout)."""
-    for d in (PKG / "catalog" / kind, PKG.parent / kind):
+    """hardware/, models/ or hardware/impl/ (implementation profiles): inside the installed package
+    (wheel) or at the repo root (checkout)."""
+    sub = _SUBDIR[kind]
+    for d in (PKG / "catalog" / sub, PKG.parent / sub):
         if d.is_dir():
             return d
     raise SpecError(kind, None, "catalog folder not found (broken install?)")
@@ -170,6 +176,8 @@ class Hardware:
     price_per_hour: float | None = None  # USD per device-hour
     gemm_weight_passes: float | None = None  # weight traffic multiplier of a matmul with > 1 row (BLAS packing)
     attention_kv_passes: float | None = None  # the same for the K/V read of attention (None: gemm_weight_passes)
+    link_algorithms: tuple | None = None  # collective algorithms the scale-up link supports (None: the default set)
+    achievable: Achievable | None = None  # what good kernels reach on it (the achievable mode's terms)
     sources: dict = field(default_factory=dict)
     description: str = ""
     key: str = ""  # catalog name or path it was loaded from
@@ -191,7 +199,8 @@ class Hardware:
 
 
 def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
-    allowed = {"name", "source", "description", "peak_flops", "devices_per_node", *_HW_QTY}
+    allowed = {"name", "source", "description", "peak_flops", "devices_per_node", "link_algorithms", "achievable",
+               *_HW_QTY}
     _check_keys(data, allowed, where)
     _need(data, ["name", "memory_capacity", "memory_bandwidth", "peak_flops"], where)
     default_src = data.get("source")
@@ -221,6 +230,10 @@ def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
             sources["devices_per_node"] = str(dpn.get("source") or default_src or "")
             dpn = dpn.get("value")
         vals["devices_per_node"] = _int(dpn, where, "devices_per_node")
+    if data.get("link_algorithms") is not None:
+        vals["link_algorithms"], sources["link_algorithms"] = link_algorithms(data["link_algorithms"], where)
+    if data.get("achievable") is not None:
+        vals["achievable"] = achievable_from_dict(data["achievable"], where)
     return Hardware(name=_str(data["name"], where, "name"), peak_flops=peaks, sources=sources,
                     description=str(data.get("description") or ""), key=key or where, **vals)
 
@@ -411,16 +424,17 @@ def _split_sets(sets: dict | None, kind_fields: set) -> dict:
 HARDWARE_FIELDS = {"memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "l2_cache", "tdp",
                    "kernel_overhead", "link_bandwidth", "link_latency", "network_bandwidth", "network_latency",
                    "devices_per_node", "power", "price_per_hour", "gemm_weight_passes",
-                   "attention_kv_passes"}
+                   "attention_kv_passes", "link_algorithms", "achievable"}
 MODEL_FIELDS = _MODEL_ALLOWED - {"name", "source", "description"}
 
 
 def check_sets(sets: dict | None) -> None:
     for k in sets or {}:
         head = k.split(".")[0]
-        if head not in HARDWARE_FIELDS and head not in MODEL_FIELDS:
+        if head not in HARDWARE_FIELDS and head not in MODEL_FIELDS and head != "impl":
             raise SpecError("--set", k, "unknown field; model fields: " + ", ".join(sorted(MODEL_FIELDS))
-                            + "; hardware fields: " + ", ".join(sorted(HARDWARE_FIELDS)))
+                            + "; hardware fields: " + ", ".join(sorted(HARDWARE_FIELDS))
+                            + "; implementation profile fields: impl.<field>")
 
 
 def load_hardware(ref, sets: dict | None = None) -> Hardware:
@@ -453,3 +467,13 @@ def load_model(ref, sets: dict | None = None) -> Model:
 def _with_sets(path: str, sets: dict) -> str:
     """Name the overrides in error messages: a bad value may come from --set, not the file."""
     return f"{path} (with --set {', '.join(f'{k}={v}' for k, v in sets.items())})" if sets else path
+
+
+def load_impl(ref, sets: dict | None = None) -> Impl:
+    """An implementation profile: a name from hardware/impl/ (`perfmodel list impl`) or a YAML path."""
+    if isinstance(ref, Impl):
+        return ref
+    data, path = load_raw(ref, "impl")
+    mine = {k[len("impl."):]: v for k, v in (sets or {}).items() if k.startswith("impl.")}
+    data = apply_overrides(data, mine, path)
+    return impl_from_dict(data, _with_sets(path, {f"impl.{k}": v for k, v in mine.items()}), key=str(ref))

@@ -76,15 +76,18 @@ COMPARE_COLUMNS = ["model", "hardware", "batch", "context", "mode", "latency_s",
 
 def compare(models, hardware="h100-sxm", batch=(1, 64, 256), context=(1024, 8192, 32768), mode="roofline",
             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-            quantize_embeddings=False) -> dict:
+            quantize_embeddings=False, impl=None) -> dict:
     """Models side by side at each batch x context: KV per token and per sequence, memory, step
     latency, throughput, largest batch that fits, and ratios against the first model."""
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, S = _positive(batch, "--batch"), _positive(context, "--context")
+    from .api import check_mode
+
+    check_mode(mode, impl)
     ms, (hw,) = specs(models, hardware, sets)
     tables = []
     for m in ms:
-        r = engine.evaluate(m, hw, B, S, "decode", mode, prec, attention)
+        r = engine.evaluate(m, hw, B, S, "decode", mode, prec, attention, impl=impl)
         ps = engine.per_sequence(m, r["context"], prec)
         r["kv_bytes_per_seq"] = ps["kv_bytes_per_seq"]
         r["kv_bytes_per_token"] = ps["kv_bytes_per_seq"] / r["context"]
@@ -130,8 +133,11 @@ def best_gamma(alpha, draft_cost, verify_cost=None, max_gamma=32):
 
 def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05, draft=None, target=None,
                 hardware="h100-sxm", batch=1, context=1024, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
-                sets=None) -> dict:
-    """Speculative decoding over an alpha x gamma x draft-cost grid, or with costs from the roofline.
+                sets=None, mode="roofline", impl=None) -> dict:
+    """Speculative decoding over an alpha x gamma x draft-cost grid, or with costs from the engine.
+
+    With draft and target models the step costs come from the op list in `mode` (roofline: the ideal
+    bound; achievable: implementation profile `impl`), and the rows carry that mode.
 
     With draft and target models, c = draft step / target step at (batch, context), and verifying
     gamma draft tokens is one target forward over gamma+1 tokens per sequence (T = gamma+1), whose
@@ -147,14 +153,20 @@ def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05
         B = float(_positive(batch, "--batch")[0])
         S = float(_positive(context, "--context")[0])
         (d, t), (hw,) = specs([draft, target], hardware, sets)
-        step = lambda m, T: engine.roofline(build_ops(m, B, T, S, "decode", prec), hw, prec)["time"]  # noqa: E731
+        from .api import check_mode
+
+        check_mode(mode, impl, ("roofline", "achievable"))
+        tm = engine.time_model(mode, hw, impl)
+        step = lambda m, T: engine.roofline(build_ops(m, B, T, S, "decode", prec), hw, prec, tm=tm)["time"]  # noqa: E731
         t1 = float(step(t, 1.0))
         c = np.asarray([float(step(d, 1.0)) / t1])
         verify = np.asarray(step(t, g + 1.0), float) / t1  # gamma+1 tokens per sequence in one target pass
         A, G, C = np.meshgrid(a, g, c, indexing="ij")
         V = np.broadcast_to(verify[None, :, None], A.shape)
-        cols.update(draft=d.name, target=t.name, hardware=hw.key, batch=B, context=S, target_step_s=t1,
+        cols.update(draft=d.name, target=t.name, hardware=hw.key, batch=B, context=S, mode=mode, target_step_s=t1,
                     verify_cost=V)
+        if mode == "achievable":
+            cols["impl"] = impl or "graphs"
         gv = np.arange(1, 33, dtype=float)
         vfull = np.asarray(step(t, gv + 1.0), float) / t1
         bg, _ = best_gamma(A[:, :1, :], C[:, :1, :], vfull)  # (alpha, 1, c): best over gamma = 1..32

@@ -75,7 +75,7 @@ def test_budget_overhead_and_gib(capsys):
 
 def test_intensity_contract(capsys):
     recs = run_json(capsys, "intensity", "--batch", "8")
-    assert set(recs[0]) == {"op", "phase", "flops", "bytes", "intensity", "time_s", "bound"}
+    assert set(recs[0]) == {"op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode"}
     assert {r["phase"] for r in recs} == {"prefill", "decode"}
 
 

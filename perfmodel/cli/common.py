@@ -20,7 +20,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # ---------------------------------------------------------------- shared options
 Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path (comma list allowed).")
 Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path (comma list allowed).")
-Mode = typer.Option("roofline", "--mode", help="roofline: sum of per-op roofline times; simple: (weights + B*KV)/bandwidth.")
+Mode = typer.Option("roofline", "--mode", help="roofline: the ideal bound (per-op max(FLOPs/peak, bytes/bandwidth), no overheads); "
+                    "achievable: what a good implementation reaches (measured kernel efficiencies and overheads); "
+                    "simple: the lecture's (weights + B*KV)/bandwidth.")
+Impl = typer.Option(None, "--impl", help="Implementation profile for --mode achievable: a name from `perfmodel list impl` "
+                    "(default graphs) or a YAML path.")
 WDtype = typer.Option("bf16", "--weights-dtype", help="Weight format: fp32, bf16, fp16, fp8, int8, int4[-gN].")
 KVDtype = typer.Option(None, "--kv-dtype", help="KV-cache format (default: the activation format).")
 ADtype = typer.Option("bf16", "--act-dtype", help="Activation/compute format; fp8/int8 use the 8-bit tensor rate.")
@@ -84,6 +88,33 @@ def _human(t, base):
 
 PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
                "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
+
+
+def mode_note(mode: str, impl=None, hardware=None, sets=None) -> str:
+    """The footer line that says what kind of number a time is: an ideal bound or an achievable estimate."""
+    if mode == "roofline":
+        return ("# mode roofline: an ideal bound (datasheet peaks, every op at full bandwidth or full tensor rate, no "
+                "launch, scheduling or synchronisation cost); real systems are slower: --mode achievable estimates "
+                "what a good implementation reaches")
+    if mode == "simple":
+        return "# mode simple: the lecture's memory-bound bound, (weights + B * KV) / bandwidth; real systems are slower"
+    from ..specs import load_impl
+    from ..timemodel import DEFAULT_IMPL
+
+    im = load_impl(impl or DEFAULT_IMPL, sets)
+    lines = [f"# mode achievable: an estimate of a good implementation ({im.key}: {im.description or im.name}), "
+             "not a bound; docs/achievable.md derives each term"]
+    if hardware is not None:
+        for hw in api.specs(api.DEFAULT_MODEL, hardware, sets)[1]:
+            a = hw.achievable
+            if a is None:
+                continue
+            gemm = ", ".join(f"{k} {v:.2f}" for k, v in a.gemm_efficiency.items())
+            lines.append(f"#   {hw.key}: HBM at {a.hbm_efficiency:.3g} of {hw.memory_bandwidth / 1e12:.3g} TB/s; GEMMs at "
+                         f"{gemm} of peak; {a.kernel_latency * 1e6:.3g} us per kernel, {a.gemm_latency * 1e6:.3g} us per "
+                         f"GEMM, {a.attention_latency * 1e6:.3g} us per attention kernel; host {im.launch * 1e6:.3g} us per "
+                         f"launch, {im.step_overhead * 1e6:.3g} us per step")
+    return "\n".join(lines)
 
 
 def _why(table, hardware, sets, prec=None) -> str:

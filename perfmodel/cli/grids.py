@@ -9,7 +9,8 @@ import typer
 from .. import api
 from ..errors import SpecError
 from ..report import render
-from .common import (Hardware, Mode, WDtype, KVDtype, ADtype, Sets, Fmt, Price, Energy, _ints, _sets, _fmt, _out, _ECON, app)
+from .common import (ADtype, app, Energy, Fmt, Hardware, Impl, KVDtype, Mode, mode_note, Price, Sets, WDtype, _ECON,
+                     _fmt, _ints, _out, _sets)
 
 
 @app.command()
@@ -23,26 +24,27 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--models", help="
           out: Optional[str] = typer.Option(None, "-o", "--out", help="Stream to FILE.csv or FILE.parquet."),
           chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", help="Rows evaluated and written per chunk."),
           progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Default: on a terminal."),
-          fmt: str = Fmt):
+          fmt: str = Fmt, impl: Optional[str] = Impl):
     """Decode metrics over a whole grid (models x hardware x formats x batch x context), vectorized."""
     from .. import grid as sw
 
     if chunk_rows < 1:
         raise SpecError("--chunk-rows", None, "must be at least 1")
     kv = kv_dtype.split(",") if kv_dtype else [None]
-    if mode not in ("roofline", "simple"):
-        raise SpecError("--mode", None, f"must be roofline or simple, got {mode!r}")
+    api.check_mode(mode, impl)
     if out:
         r = sw.sweep(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype, mode, _sets(sets),
-                     out, chunk_rows, progress)
+                     out, chunk_rows, progress, impl)
         sys.stderr.write(f"wrote {r['rows']:,} rows to {r['path']} in {r['seconds']:.2f} s\n")
         return
     n = sw.grid_size(models, hardware, batch, context, weights_dtype.split(","), kv)
     if n > 100_000:
         raise SpecError("sweep", None, f"{n:,} rows: write them to a file with -o FILE.csv")
     t = api.concat(list(sw.iter_chunks(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype,
-                                       mode, _sets(sets), chunk_rows)))
+                                       mode, _sets(sets), chunk_rows, impl)))
     _out(render(t, _fmt(fmt)))
+    if fmt == "table":
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command()
@@ -51,21 +53,28 @@ def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", help="Model
          context: float = typer.Option(4096, "--context", help="Context S in tokens (comma list)."), batch: str = typer.Option("1,8,32,128", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
          max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Per-token latency limit, e.g. 50ms."),
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-         sets: Optional[List[str]] = Sets, fmt: str = Fmt, price: Optional[str] = Price, energy: bool = Energy):
+         sets: Optional[List[str]] = Sets, fmt: str = Fmt, price: Optional[str] = Price, energy: bool = Energy,
+         mode: str = typer.Option("roofline", "--mode", help="roofline (the ideal bound) or achievable."),
+         impl: Optional[str] = Impl):
     """Every tp/pp/ep/replicas layout of N devices: latency, throughput per device, memory, Pareto front."""
     from .. import parallel
 
     t, summary = parallel.plan(model, hardware, gpus, context, _ints(batch, "--batch"), max_latency, weights_dtype,
-                               kv_dtype, act_dtype, _sets(sets), price, energy)
+                               kv_dtype, act_dtype, _sets(sets), price, energy, mode, impl)
     econ = [c for c in _ECON if c in t]
-    _out(render(t, _fmt(fmt), parallel.PLAN_COLUMNS + econ,
-                ["tp", "pp", "ep", "replicas", "batch", "latency_s", "throughput_tok_s", "throughput_per_device",
-                 "memory_bytes", "fits", "comm_time_s", "pareto"] + econ))
+    extra = ["impl"] if "impl" in t else []
+    flags = ["missing"] if any(t["missing"]) else []
+    _out(render(t, _fmt(fmt), parallel.PLAN_COLUMNS + extra + econ,
+                ["tp", "pp", "ep", "replicas", "batch", "mode", "latency_s", "throughput_tok_s", "throughput_per_device",
+                 "memory_bytes", "fits", "comm_time_s"] + flags + ["pareto"] + econ))
     if fmt == "table":
         need = summary["min_devices"]
-        _out(f"# pareto=true: no other fitting layout is both faster and more efficient per device"
+        _out("# pareto=true: no other fitting layout is both faster and more efficient per device"
              + (f" (latency <= {max_latency})" if max_latency else "")
              + f"\n# fewest devices that hold {summary['model']} at context {summary['context']:g}: "
              + (f"{need} ({summary['min_layout']})" if need else "none up to 4096")
+             + (f"\n# {summary['skipped']} layouts left out: they cross nodes and {summary['hardware']} has no "
+                "network_bandwidth" if summary["skipped"] else "")
              + (f"\n# warning: {summary['warning']}" if summary["warning"] else ""))
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 

@@ -8,8 +8,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import ContextWarning, SpecError
+from ..errors import ContextWarning, DataWarning, SpecError
 from .common import app
+
 
 def _click_errors():
     """Typer >= 0.26 vendors click as typer._click; older typer uses click itself. Catch both."""
@@ -28,14 +29,19 @@ def main(argv: Optional[list] = None) -> int:
     A context beyond a model's max_context adds one `perfmodel: warning:` line to a result."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ContextWarning)
+        warnings.simplefilter("always", DataWarning)
         code = _main(argv)
     mine = [w for w in caught if issubclass(w.category, ContextWarning)]
+    data = [w for w in caught if issubclass(w.category, DataWarning)]
     for w in caught:
-        if w not in mine:  # other warnings pass through unchanged
+        if w not in mine and w not in data:  # other warnings pass through unchanged
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if code == 0 and mine:
         sys.stderr.write("perfmodel: warning: beyond max_context (computed anyway; the model was not trained this "
                          f"long): {'; '.join(dict.fromkeys(str(w.message) for w in mine))}\n")
+    if code == 0:
+        for text in dict.fromkeys(str(w.message) for w in data):
+            sys.stderr.write(f"perfmodel: warning: {text}\n")
     return code
 
 

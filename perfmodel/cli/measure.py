@@ -89,7 +89,10 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
 
 
 @app.command()
-def validate(results: str = typer.Argument(..., help="A folder written by `perfmodel measure`, or its results.json."),
+def validate(results: Optional[str] = typer.Argument(None, help="A folder written by `perfmodel measure`, or its results.json."),
+             published: bool = typer.Option(False, "--published", help="Validate against published end-to-end measurements instead: per case the roofline bound, the achievable estimate and the measurement."),
+             cases: Optional[str] = typer.Option(None, "--cases", help="With --published: a measurements YAML of your own (default: perfmodel's)."),
+             category: Optional[str] = typer.Option(None, "--category", help="With --published: only cases with these categories (comma list)."),
              hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Spec to predict with (default: the folder's measured.yaml)."),
              overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Include the spec's kernel_overhead."),
              passes: bool = typer.Option(True, "--weight-passes/--no-weight-passes", help="Include the spec's gemm_weight_passes and attention_kv_passes (multi-row matmuls move their weights, and attention its K/V cache, that many times)."),
@@ -97,7 +100,16 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
              plot: Optional[str] = typer.Option(None, "--plot", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
              ops: Optional[str] = typer.Option(None, "--ops", help="A decode case: measured vs predicted time per op."),
              fmt: str = Fmt):
-    """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|."""
+    """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|.
+    With --published: the published end-to-end measurements, bound and estimate side by side."""
+    if published:
+        if results is not None:
+            raise SpecError("--published", None, "takes no results folder (it validates against published measurements)")
+        return _published(cases, category, plot, _fmt(fmt))
+    if cases is not None or category is not None:
+        raise SpecError("--cases/--category", None, "go with --published")
+    if results is None:
+        raise SpecError("validate", None, "needs a results folder from `perfmodel measure`, or --published")
     from ..measure import suite
     from ..measure.validate import as_json, by_family, op_breakdown, plot as draw, validate as run, without
     from ..report import render
@@ -152,3 +164,52 @@ def validate(results: str = typer.Argument(..., help="A folder written by `perfm
     _out(f"# predicted with {hw.key}: {hw.memory_bandwidth / 1e9:.4g} GB/s, "
          + ", ".join(f"{k} {v / 1e9:.4g} GFLOP/s" for k, v in hw.peak_flops.items()) + ko + wp)
     _out("# error = predicted / measured - 1 (negative: the engine is optimistic)")
+
+
+def _published(cases, category, plot, fmt) -> None:
+    """`perfmodel validate --published`: one row per published measurement, then the summary per category."""
+    from ..measure.published import METRICS, published, summary
+    from ..report import render
+    from ..units import fmt_time
+
+    cats = [c.strip() for c in category.split(",") if c.strip()] if category else None
+    table = published(cases, cats)
+    if plot:
+        from .. import plots
+
+        sys.stderr.write(f"wrote {plots.save(plots.published(table), plot)}\n")
+    summ = summary(table)
+    if fmt == "json":
+        _out(json.dumps({"cases": render_rows(table), "summary": render_rows(summ)}, indent=1))
+        return
+    if fmt == "csv":
+        _out(render(table, "csv"))
+        return
+
+    def value(metric, v):
+        return fmt_time(v) if metric.endswith("_s") else f"{v:.4g}"
+
+    shown = {"case": table["case"], "impl": table["impl"], "metric": table["metric"],
+             "measured": [value(m, v) for m, v in zip(table["metric"], table["measured"])],
+             "bound": [value(m, v) for m, v in zip(table["metric"], table["bound"])],
+             "achievable": [value(m, v) for m, v in zip(table["metric"], table["achievable"])],
+             "of bound": [f"{f:.2f}" for f in table["fraction"]], "error": [f"{e:+.0%}" for e in table["error"]]}
+    _out(render(shown, "table"))
+    _out("")
+    _out(render({"category": summ["category"], "cases": summ["cases"],
+                 "median |error|": [f"{x:.1%}" for x in summ["median_abs_error"]],
+                 "p90 |error|": [f"{x:.1%}" for x in summ["p90_abs_error"]],
+                 "within 25%": [f"{x:.0%}" for x in summ["within_25pct"]],
+                 "of bound": [f"{a:.2f}-{b:.2f}" for a, b in zip(summ["fraction_min"], summ["fraction_max"])],
+                 "bound violated": summ["bound_violations"]}, "table"))
+    higher = ", ".join(k for k, (hi, _) in METRICS.items() if hi)
+    _out("# bound: mode roofline, the ideal bound (a measurement never beats it); achievable: mode achievable with the "
+         "case's implementation profile (impl); error = achievable / measured - 1")
+    _out(f"# of bound = measured / bound for throughputs ({higher}), bound / measured for times; at most 1 when the "
+         "bound holds")
+
+
+def render_rows(table: dict) -> list:
+    from ..report import rows
+
+    return rows(table)

@@ -8,7 +8,7 @@ import typer
 
 from .. import api
 from ..errors import SpecError
-from .common import Hardware, WDtype, KVDtype, ADtype, Sets, _ints, _sets, app
+from .common import (ADtype, app, Hardware, KVDtype, Sets, WDtype, _ints, _sets)
 
 
 @app.command()

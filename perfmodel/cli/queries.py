@@ -7,12 +7,14 @@ import typer
 
 from .. import api
 from ..report import render, render_vertical
-from .common import (Model, Hardware, Mode, WDtype, KVDtype, ADtype, Attn, Sets, Fmt, TP, PP, EP, Replicas, Micro, Price, Energy, QEmb, _ints, _sets, _fmt, _out, _cols, _human, PHASE_HUMAN, _why, app)
+from .common import (ADtype, app, Attn, Energy, EP, Fmt, Hardware, Impl, KVDtype, Micro, Mode, mode_note, Model,
+                     PHASE_HUMAN, PP, Price, QEmb, Replicas, Sets, TP, WDtype, _cols, _fmt, _human, _ints, _out,
+                     _sets, _why)
 
 
 @app.command("list")
-def list_cmd(kind: str = typer.Argument("all", help="hardware, models or all"), fmt: str = Fmt):
-    """List the hardware and model catalogs."""
+def list_cmd(kind: str = typer.Argument("all", help="hardware, models, impl or all"), fmt: str = Fmt):
+    """List the catalogs: hardware, models and implementation profiles (impl)."""
     _out(render(api.list_specs(kind), _fmt(fmt)))
 
 
@@ -35,14 +37,15 @@ def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Opti
            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
            sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
            tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas, microbatches: Optional[int] = Micro,
-           price: Optional[str] = Price, energy: bool = Energy):
+           price: Optional[str] = Price, energy: bool = Energy, impl: Optional[str] = Impl):
     """One decode step per batch size: latency, throughput (B / step), memory and fit."""
     t = api.decode(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, microbatches,
-                   price, energy)
+                   price, energy, impl)
     _out(render(t, _fmt(fmt), _cols(t), _human(t, PHASE_HUMAN)))
     if fmt == "table":
         _out(_why(t, hardware, _sets(sets), api._prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)))
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command()
@@ -50,11 +53,14 @@ def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             context: str = typer.Option("128,512,1024,4096", "--context", help="Prompt length(s)."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
-            quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas):
+            quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
+            impl: Optional[str] = Impl):
     """Prefill of the prompt (time to first token); throughput counts prompt tokens per second."""
     t = api.prefill(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas)
+                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, impl=impl)
     _out(render(t, _fmt(fmt), _cols(t), _human(t, PHASE_HUMAN)))
+    if fmt == "table":
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command()
@@ -64,14 +70,17 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
             quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
-            microbatches: Optional[int] = Micro, price: Optional[str] = Price, energy: bool = Energy):
+            microbatches: Optional[int] = Micro, price: Optional[str] = Price, energy: bool = Energy,
+            impl: Optional[str] = Impl):
     """A whole request: prefill P tokens, then G decode steps with a growing context."""
     t = api.request(model, hardware, _ints(batch, "--batch"), _ints(prompt, "--prompt"), generate, mode,
                     weights_dtype, kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep,
-                    replicas, microbatches, price, energy)
-    human = ["model", "hardware", "batch", "prompt", "generate", "ttft_s", "decode_s", "latency_s",
+                    replicas, microbatches, price, energy, impl)
+    human = ["model", "hardware", "batch", "prompt", "generate", "mode", "ttft_s", "decode_s", "latency_s",
              "throughput_tok_s", "memory_bytes", "fits", "bound"]
     _out(render(t, _fmt(fmt), _cols(t, ["prompt", "generate", "ttft_s"]), _human(t, human)))
+    if fmt == "table":
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command()
@@ -79,12 +88,16 @@ def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer
               context: float = typer.Option(1024, "--context", help="Context S in tokens (comma list)."), weights_dtype: str = WDtype,
               kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
-              tp: int = TP, pp: int = PP, ep: int = EP):
+              tp: int = TP, pp: int = PP, ep: int = EP,
+              mode: str = typer.Option("roofline", "--mode", help="roofline (ideal per-op times) or achievable."),
+              impl: Optional[str] = Impl):
     """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode (collectives too)."""
     t = api.intensity(model, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, attention, _sets(sets),
-                      quantize_embeddings=quantize_embeddings, tp=tp, pp=pp, ep=ep)
-    cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound"]
+                      quantize_embeddings=quantize_embeddings, tp=tp, pp=pp, ep=ep, mode=mode, impl=impl)
+    cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode"] + (["impl"] if "impl" in t else [])
     _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]))
+    if fmt == "table":
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command()

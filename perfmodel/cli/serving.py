@@ -10,7 +10,8 @@ from typing import List, Optional
 import typer
 
 from .. import api, serving
-from .common import EP, PP, TP, Energy, Price, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out, _sets, app
+from .common import (EP, PP, TP, Energy, Impl, Price, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out,
+                     _sets, app, mode_note)
 from ..errors import SpecError
 from ..report import _human, _is_num, render
 
@@ -33,12 +34,12 @@ Seed = typer.Option(0, "--seed", help="Seed of the random arrivals and lengths."
 Quantum = typer.Option(16, "--cost-quantum",
                        help="Decode contexts rounded up to this many tokens to cache step costs (1: exact).")
 
-SIM_HUMAN = [("policy", "policy"), ("kv_manager", "KV"), ("prefill", "prefill"), ("requests", "requests"),
+SIM_HUMAN = [("policy", "policy"), ("mode", "mode"), ("kv_manager", "KV"), ("prefill", "prefill"), ("requests", "requests"),
              ("tokens", "tokens"), ("makespan_s", "makespan"), ("throughput_tok_s", "tokens/s"),
              ("mean_latency_s", "mean latency"), ("p50_latency_s", "p50 latency"), ("p99_latency_s", "p99 latency"),
              ("mean_ttft_s", "mean TTFT"), ("mean_tpot_s", "mean TPOT"), ("peak_running", "peak seqs"),
              ("preemptions", "preempted")]
-KV_HUMAN = [("manager", "manager"), ("block_size", "block"), ("peak_sequences", "peak seqs"),
+KV_HUMAN = [("manager", "manager"), ("mode", "mode"), ("block_size", "block"), ("peak_sequences", "peak seqs"),
             ("mean_sequences", "mean seqs"), ("mean_used_bytes", "used"), ("mean_reserved_bytes", "reserved"),
             ("utilization", "used/reserved"), ("mean_internal_bytes", "internal"), ("mean_future_bytes", "future"),
             ("mean_external_bytes", "external"), ("mean_saved_bytes", "saved"), ("preemptions", "preempted"),
@@ -89,23 +90,26 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
                                                      help="Write every iteration to this CSV file."),
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, tp: int = TP, pp: int = PP, ep: int = EP,
-              replicas: int = Replicas, price: Optional[str] = Price, energy: bool = Energy):
-    """Simulate serving: static vs continuous batching on the roofline step cost."""
+              replicas: int = Replicas, price: Optional[str] = Price, energy: bool = Energy,
+              mode: str = typer.Option("roofline", "--mode", help="Step cost: roofline (the ideal bound) or achievable."),
+              impl: Optional[str] = Impl):
+    """Simulate serving: static vs continuous batching on the engine's step cost."""
     fmt = _fmt(fmt)
     runs = serving.serve_runs(model, hardware, policy, requests, slots, rate, trace,
                               prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, _budget(token_budget),
                               seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum, tp, pp, ep,
-                              replicas, price, energy)
+                              replicas, price, energy, mode, impl)
     econ = [c for c in serving.ECONOMICS if c in runs[0].summary]
-    table = serving._table([r.summary for r in runs], serving.SUMMARY + econ)
+    extra = [c for c in ["impl"] if c in runs[0].summary]
+    table = serving._table([r.summary for r in runs], serving.SUMMARY + extra + econ)
     if timeline:
         try:
             with open(timeline, "w") as f:
                 f.write(render(serving.timeline(runs), "csv") + "\n")
         except OSError as e:
             raise SpecError("--timeline", None, f"cannot write {timeline}: {e.strerror or e}") from None
-    _out(_render(table, fmt, serving.SUMMARY + econ, SIM_HUMAN + [(c, c) for c in econ]))
+    _out(_render(table, fmt, serving.SUMMARY + extra + econ, SIM_HUMAN + [(c, c) for c in econ]))
     if fmt == "table" and len(runs) == 2:
         s, c = (r.summary for r in runs)
         lat = s["mean_latency_s"] / c["mean_latency_s"]
@@ -114,6 +118,8 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
         notes.append("static: padded batches that return when their longest member ends; "
                      "continuous: a finished sequence's slot is refilled at the next step")
         _out("\n".join("# " + n for n in notes))
+    if fmt == "table":
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command("kv-memory")
@@ -126,20 +132,23 @@ def kv_memory(model: str = Model, hardware: str = Hardware,
               shared_prefix: int = Prefix, samples: int = Samples, prefill: str = Prefill,
               token_budget: Optional[str] = Budget, seed: int = Seed, cost_quantum: int = Quantum,
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-              sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+              sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+              mode: str = typer.Option("roofline", "--mode", help="Step cost: roofline (the ideal bound) or achievable."),
+              impl: Optional[str] = Impl):
     """KV memory under continuous batching: contiguous vs paged vs paged with prefix sharing."""
     fmt = _fmt(fmt)
     blocks = [b.strip() for b in str(block_size).split(",") if b.strip()]
     t = serving.kv_memory(model, hardware, requests, slots, rate, trace,
                           prompt_len, output_len,
                           blocks, shared_prefix, samples, prefill, _budget(token_budget), seed, weights_dtype,
-                          kv_dtype, act_dtype, _sets(sets), cost_quantum)
+                          kv_dtype, act_dtype, _sets(sets), cost_quantum, mode, impl)
     _out(_render(t, fmt, serving.KV_REPORT, KV_HUMAN))
     if fmt == "table":
         cap = t["kv_capacity_bytes"][0]
         _out(f"# KV capacity {_human('kv_capacity_bytes', cap)} (device memory - weights); memory columns are means "
              f"over the run\n# internal: reserved but never filled; future: reserved for tokens not yet generated; "
              f"external: free, in holes too small for the next request")
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 __all__ = ["serve_sim", "kv_memory"]

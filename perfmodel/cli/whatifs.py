@@ -7,7 +7,8 @@ import typer
 
 from .. import api
 from ..report import render
-from .common import (Model, Hardware, Mode, WDtype, KVDtype, ADtype, Attn, Sets, Fmt, QEmb, _ints, _sets, _fmt, _out, app)
+from .common import (ADtype, app, Attn, Fmt, Hardware, Impl, KVDtype, Mode, mode_note, Model, QEmb, Sets, WDtype,
+                     _fmt, _ints, _out, _sets)
 
 
 def _floats(text: str, opt: str) -> list[float]:
@@ -39,16 +40,19 @@ def compare(model: str = typer.Option("llama-2-13b,llama-2-13b-gqa8,llama-2-13b-
             hardware: str = Hardware, batch: str = typer.Option("1,64,256", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
             context: str = typer.Option("1024,8192,32768", "--context", help="Context S in tokens (comma list)."), mode: str = Mode, weights_dtype: str = WDtype,
             kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
-            quantize_embeddings: bool = QEmb, sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+            quantize_embeddings: bool = QEmb, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+            impl: Optional[str] = Impl):
     """Models side by side: KV per token and sequence, memory, latency, throughput, max batch, ratios."""
     from .. import whatif
 
     t = whatif.compare(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                       kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings)
-    human = ["model", "batch", "context", "kv_bytes_per_token", "kv_bytes_per_seq", "memory_bytes", "fits",
+                       kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, impl)
+    human = ["model", "batch", "context", "mode", "kv_bytes_per_token", "kv_bytes_per_seq", "memory_bytes", "fits",
              "latency_s", "throughput_tok_s", "max_batch", "kv_ratio", "latency_ratio", "throughput_ratio",
              "max_batch_ratio"]
     _out(render(t, _fmt(fmt), api.PHASE_COLUMNS + ["kv_bytes_per_token", "max_batch"], human))
+    if fmt == "table":
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command()
@@ -60,18 +64,25 @@ def speculative(alpha: str = typer.Option("0.6,0.8,0.9", "--alpha", help="Accept
                 hardware: str = Hardware, batch: float = typer.Option(1, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
                 context: float = typer.Option(1024, "--context", help="Context S in tokens (comma list)."), weights_dtype: str = WDtype,
                 kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, sets: Optional[List[str]] = Sets,
-                fmt: str = Fmt):
+                fmt: str = Fmt,
+                mode: str = typer.Option("roofline", "--mode", help="With --draft/--target: step costs from the roofline "
+                                         "(the ideal bound) or achievable."),
+                impl: Optional[str] = Impl):
     """Speculative decoding: expected tokens per round, speedup, best gamma (slower than plain is shown)."""
     from .. import whatif
 
     t = whatif.speculative(_floats(alpha, "--alpha"), _ints(gamma, "--gamma"), _floats(draft_cost, "--draft-cost"),
-                           draft, target, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, _sets(sets))
+                           draft, target, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, _sets(sets),
+                           mode, impl)
     cols = ["alpha", "gamma", "draft_cost", "expected_tokens", "speedup", "best_gamma"]
-    extra = ["verify_cost", "slower"] + (["draft", "target", "batch", "context"] if draft else [])
+    extra = ["verify_cost", "slower"] + (["draft", "target", "batch", "context", "mode", "target_step_s"]
+                                         + (["impl"] if "impl" in t else []) if draft else [])
     _out(render(t, _fmt(fmt), cols, cols + extra))
     if fmt == "table" and t["slower"].any():
         _out("# slower=true: speculation loses to plain decoding here (low alpha, costly draft, long gamma,"
              " or a verification pass that is no longer cheap at this batch)")
+    if fmt == "table" and draft:
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
 
 
 @app.command()

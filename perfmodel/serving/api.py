@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import SpecError
 from .scheduler import POLICIES, StepCost, simulate
+from ..timemodel import DEFAULT_IMPL
 from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, _whole, make_traffic
 
 
@@ -31,15 +32,18 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
                block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
                seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
-               cost_quantum=16, tp=1, pp=1, ep=1, replicas=1, price=None, energy=False) -> list:
+               cost_quantum=16, tp=1, pp=1, ep=1, replicas=1, price=None, energy=False, mode="roofline",
+               impl=None) -> list:
     """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic.
 
+    mode: the step cost's mode, roofline (the ideal bound) or achievable (implementation profile `impl`).
     tp and ep spread one replica over devices (engine.mixed_step costs the collectives; memory is
     per device). With R replicas behind a round-robin balancer each serves every R-th request: one
     replica is simulated on its share (requests/R, rate/R) and the summary's throughput counts all R.
     """
-    from ..api import layout as _layout
+    from ..api import check_mode, layout as _layout
 
+    check_mode(mode, impl, ("roofline", "achievable"))
     pols = POLICIES if policy == "both" else (policy,)
     if policy != "both" and policy not in POLICIES:
         raise SpecError("--policy", None, f"must be static, continuous or both, got {policy!r}")
@@ -54,21 +58,23 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     tr = make_traffic(share, None if rate is None else rate / R, trace, prompt_len, output_len, samples,
                       shared_prefix, seed)
     one = lay.__class__(lay.tp, 1, lay.ep, 1)
-    cost = StepCost(m, hw, prec, cost_quantum, one)
+    cost = StepCost(m, hw, prec, cost_quantum, one, mode, impl)
     runs = [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
                      cost=cost, layout=one) for p in pols]
     from ..api import economics
 
     for r in runs:
         r.summary["throughput_tok_s"] *= R
-        r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices)
+        r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices, mode=mode)
+        if mode == "achievable":
+            r.summary["impl"] = impl or DEFAULT_IMPL
         if price is not None or energy or hw.price_per_hour:  # at the simulated throughput, all devices
             r.summary.update(economics({"throughput_tok_s": r.summary["throughput_tok_s"]}, hw, lay.devices, price,
                                        energy))
     return runs
 
 
-SUMMARY = ["policy", "kv_manager", "prefill", "slots", "tp", "ep", "replicas", "devices", "requests", "sequences", "tokens", "makespan_s",
+SUMMARY = ["policy", "mode", "kv_manager", "prefill", "slots", "tp", "ep", "replicas", "devices", "requests", "sequences", "tokens", "makespan_s",
            "throughput_tok_s", "mean_latency_s", "p50_latency_s", "p90_latency_s", "p99_latency_s", "mean_ttft_s",
            "p50_ttft_s", "p90_ttft_s", "p99_ttft_s", "mean_tpot_s", "p50_tpot_s", "p90_tpot_s", "p99_tpot_s",
            "steps", "preemptions", "mean_running", "peak_running", "kv_capacity_bytes", "peak_kv_reserved_bytes",
@@ -84,7 +90,7 @@ def _table(rows: list, cols: list) -> dict:
 @functools.wraps(serve_runs)
 def serve_sim(*args, **kw) -> dict:
     runs = serve_runs(*args, **kw)
-    return _table([r.summary for r in runs], SUMMARY + [c for c in ECONOMICS if c in runs[0].summary])
+    return _table([r.summary for r in runs], SUMMARY + [c for c in ["impl"] + ECONOMICS if c in runs[0].summary])
 
 
 ECONOMICS = ["cost_per_million_tokens", "energy_per_token_j"]
@@ -95,13 +101,14 @@ percentiles, occupancy and KV use."""
 
 
 def timeline(results: list) -> dict:
-    """The iterations of several runs as one table with a policy column (for plots and CSV)."""
-    parts = [{"policy": np.full(len(r.timeline["step"]), r.summary["policy"], dtype=object), **r.timeline}
+    """The iterations of several runs as one table with policy and mode columns (for plots and CSV)."""
+    parts = [{"policy": np.full(len(r.timeline["step"]), r.summary["policy"], dtype=object),
+              "mode": np.full(len(r.timeline["step"]), r.summary.get("mode", "roofline"), dtype=object), **r.timeline}
              for r in results]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-KV_REPORT = ["manager", "block_size", "requests", "peak_sequences", "mean_sequences", "kv_capacity_bytes",
+KV_REPORT = ["manager", "mode", "block_size", "requests", "peak_sequences", "mean_sequences", "kv_capacity_bytes",
              "peak_reserved_bytes", "mean_used_bytes", "mean_reserved_bytes", "utilization", "mean_internal_bytes",
              "mean_future_bytes", "mean_external_bytes", "mean_saved_bytes", "preemptions", "throughput_tok_s",
              "mean_latency_s"]
@@ -110,7 +117,7 @@ KV_REPORT = ["manager", "block_size", "requests", "peak_sequences", "mean_sequen
 def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
               prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, block_size=16, shared_prefix=0, samples=1,
               prefill="chunked", token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
-              sets=None, cost_quantum=16) -> dict:
+              sets=None, cost_quantum=16, mode="roofline", impl=None) -> dict:
     """The same traffic under continuous batching with each KV manager: contiguous reservation,
     paged, paged with prefix sharing (one row each per block size). Memory columns are means over
     time (weighted by iteration), so they describe the run, not one instant."""
@@ -119,7 +126,10 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
                   samples, shared_prefix, seed)
     blocks = block_size if isinstance(block_size, (list, tuple)) else [block_size]
     blocks = [_whole(b, "--block-size") for b in blocks]
-    cost = StepCost(m, hw, prec, cost_quantum)
+    from ..api import check_mode
+
+    check_mode(mode, impl, ("roofline", "achievable"))
+    cost = StepCost(m, hw, prec, cost_quantum, mode=mode, impl=impl)
     runs = [("contiguous", 0, "contiguous", True)]
     for b in blocks:
         runs += [("paged", b, "paged", False), ("paged+shared", b, "paged", True)]
@@ -127,7 +137,7 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     for name, b, mgr, share in runs:
         s = simulate(m, hw, tr, "continuous", _slots(slots), mgr, b or 16, share, prefill, token_budget, prec,
                      cost=cost).summary
-        rows.append({"manager": name, "block_size": b if b else math.nan, "requests": s["requests"],
+        rows.append({"manager": name, "mode": mode, "block_size": b if b else math.nan, "requests": s["requests"],
                      "peak_sequences": s["peak_running"], "mean_sequences": s["mean_running"],
                      "kv_capacity_bytes": s["kv_capacity_bytes"], "peak_reserved_bytes": s["peak_kv_reserved_bytes"],
                      "mean_used_bytes": s["mean_kv_used_bytes"], "mean_reserved_bytes": s["mean_kv_reserved_bytes"],

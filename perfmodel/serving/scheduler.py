@@ -1,4 +1,4 @@
-"""A discrete-event serving simulator on the roofline step cost: static vs continuous batching.
+"""A discrete-event serving simulator on the engine's step cost: static vs continuous batching.
 
 Requests arrive (all at t = 0, Poisson at a rate, or from a trace CSV) with prompt and output
 lengths (fixed, uniform, lognormal with a median and a cap, or from the trace). A scheduler forms
@@ -68,9 +68,11 @@ MANAGERS = ("contiguous", "paged")
 class StepCost:
     """Iteration time from engine.mixed_step, cached on the (quantized) batch composition."""
 
-    def __init__(self, model: Model, hw: Hardware, prec: Precision, quantum: int = 16, layout=None):
+    def __init__(self, model: Model, hw: Hardware, prec: Precision, quantum: int = 16, layout=None,
+                 mode: str = "roofline", impl=None):
         self.model, self.hw, self.prec, self.q = model, hw, prec, _whole(quantum, "--cost-quantum")
-        self.layout = layout
+        self.layout, self.mode = layout, mode
+        self.tm = engine.time_model(mode, hw, impl)  # the roofline's ideal bound or the achievable estimate
         self.cache: dict = {}
         self.calls = 0
 
@@ -82,7 +84,7 @@ class StepCost:
         if t is None:
             a = np.array(key, dtype=np.float64)
             t = self.cache[key] = engine.mixed_step(self.model, self.hw, a[:, 0], a[:, 1], self.prec,
-                                                    layout=self.layout)["latency_s"]
+                                                    layout=self.layout, tm=self.tm)["latency_s"]
             self.calls += 1
         return t
 
@@ -279,7 +281,7 @@ class _Sim:
             x = x[np.isfinite(x)]
             return float(np.percentile(x, q)) if x.size else float("nan")
 
-        s = {"policy": policy, **label, "requests": tr.n, "sequences": int(tr.outputs.size),
+        s = {"policy": policy, "mode": self.cost.mode, **label, "requests": tr.n, "sequences": int(tr.outputs.size),
              "tokens": self.generated, "makespan_s": span,
              "throughput_tok_s": self.generated / span if span > 0 else math.nan}
         for name, x in (("latency", lat), ("ttft", ttft), ("tpot", tpot)):

@@ -1,0 +1,327 @@
+"""How one op of the op list is priced: the roofline's ideal bound, or what a good implementation achieves.
+
+One pricing, two parameter sets (docs/derivations.md, "Achievable time", derives every term):
+
+- roofline: every efficiency is 1 and every overhead 0. An op takes max(FLOPs / peak, bytes /
+  bandwidth); a collective takes the cheapest algorithm the link supports at the full link bandwidth
+  with one link latency per sequential step. It is an ideal bound: no real system is faster.
+- achievable: the hardware spec's `achievable:` block (microbenchmark-level: bandwidth tests, GEMM,
+  attention and collective benchmarks) and an implementation profile (hardware/impl/*.yaml: kernel
+  launches, CUDA graphs, the scheduler, which ops share a kernel, which collectives the stack has).
+
+Per op instance, with P the tensor peak of its format, BW the datasheet bandwidth (lecture notation):
+
+  compute    t_c = FLOPs / (P * e_gemm * e_shape * e_dequant_c)          (matmul)
+                   FLOPs / (P * e_attn_c * keys / (keys + half_keys))     (attention)
+  memory     t_m = bytes / (BW * e_hbm * e_dequant_bw)                    (matmul, vector)
+                   bytes / (BW * e_attn_bw)                               (attention)
+  device     t_gpu = max(t_c, t_m) + kernels * latency   (gemm_latency, attention_latency or kernel_latency)
+  host       t_cpu = kernels * launch (+ layer_overhead on the first op of a layer)
+  step       max(sum t_gpu, sum t_cpu) + step_overhead        (the host queues kernels ahead of the GPU)
+
+  collective t = min over algorithms a of  steps_a(p) * latency_a + bytes_a(p, n) / (e_a * link bandwidth)
+
+`kernels` is 0 for an op the implementation runs inside another op's kernel (FlashAttention's AV,
+a residual add fused into the next norm), else 1. Every efficiency lies in (0, 1], every overhead is
+>= 0 and every achievable collective latency is >= the link's one-hop latency, so per op the
+achievable time is never below the roofline's.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .efficiency import ALGORITHMS, DEFAULT_LINK_ALGORITHMS, NETWORK_ALGORITHMS, Achievable, Algorithm, Impl, \
+    dequant_family
+from .errors import SpecError
+from .formats import get_format, is_weight_only
+from .ops import ATTENTION, COMM, MATMUL, Layout, Op, Precision
+from .specs import Hardware
+
+MODES = ("roofline", "simple", "achievable")
+DEFAULT_IMPL = "graphs"
+
+
+def steps_and_bytes(coll: str, alg: str, p: float, n):
+    """(sequential steps, bytes each device sends per direction) of one collective over p devices with
+    an n-byte message per device (docs/derivations.md, "Collectives")."""
+    if coll == "send":
+        return 1.0, n
+    if coll in ("allgather", "alltoall"):  # every device ends with (p-1)/p of the data from its peers
+        return (1.0 if alg == "direct" else p - 1.0), (p - 1.0) / p * n
+    if alg == "ring":  # reduce-scatter then all-gather around the ring
+        return 2.0 * (p - 1.0), 2.0 * (p - 1.0) / p * n
+    if alg == "tree":  # double binary tree (NCCL): up and down log2(p) levels, the ring's bytes
+        return 2.0 * math.ceil(math.log2(p)), 2.0 * (p - 1.0) / p * n
+    if alg == "oneshot":  # every device reads every peer's whole buffer and reduces locally
+        return 1.0, (p - 1.0) * n
+    if alg == "twoshot":  # reduce-scatter and all-gather, each one step of direct peer access
+        return 2.0, 2.0 * (p - 1.0) / p * n
+    if alg == "nvls":  # the NVSwitch reduces: each device sends its buffer once (and gets the sum back)
+        return 2.0, 1.0 * n
+    raise ValueError(f"unknown algorithm {alg!r}")
+
+
+def link_of(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, str]:
+    """(bandwidth per direction, one-hop latency, "link" or "network") of the link a device group uses.
+
+    Devices are placed tp innermost, then ep, then pp: a group stays on the scale-up link (NVLink,
+    ICI) while its span fits in one node of devices_per_node, and uses the network beyond that.
+    """
+    span = {"tp": layout.tp, "ep": layout.tp * layout.ep, "pp": layout.tp * layout.ep * layout.pp}[group]
+    if span <= (hw.devices_per_node or 1):
+        bw, lat, name = hw.link_bandwidth, hw.link_latency, "link"
+    else:
+        bw, lat, name = hw.network_bandwidth, hw.network_latency, "network"
+    if not bw:
+        what = "link_bandwidth" if name == "link" else "network_bandwidth"
+        raise SpecError(hw.key or hw.name, what, f"is needed for a {group} group of {span} devices "
+                                                 f"(devices_per_node={hw.devices_per_node or 1}); add it to the hardware spec")
+    return bw, lat or 0.0, name
+
+
+def crosses_nodes(hw: Hardware, layout: Layout) -> bool:
+    """True when some collective group of the layout spans more than one node."""
+    return layout.tp * layout.ep * layout.pp > (hw.devices_per_node or 1)
+
+
+def missing_data(hw: Hardware, layout: Layout, mode: str = "roofline") -> list[str]:
+    """The spec fields a layout's collectives need but the spec lacks (their cost is then optimistic):
+    network_latency when a group crosses nodes; in the achievable mode, the measured collectives."""
+    out = []
+    multi = layout.tp * layout.ep * layout.pp > 1
+    if crosses_nodes(hw, layout) and not hw.network_latency:
+        out.append("network_latency")
+    if mode == "achievable" and multi and hw.achievable is not None:
+        if not hw.achievable.link:
+            out.append("achievable.link")
+        if crosses_nodes(hw, layout) and not hw.achievable.network:
+            out.append("achievable.network")
+    return out
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """The parameters one op is priced with (see the module docstring); `roofline()` is the ideal set."""
+
+    mode: str
+    hbm: float = 1.0
+    kernel_latency: float = 0.0
+    gemm_latency: float = 0.0
+    gemm: dict | None = None  # peak key -> efficiency (None: 1 for every dtype)
+    attn_compute: dict | None = None
+    attn_half_keys: float = 0.0
+    attn_bandwidth: float = 1.0
+    attn_latency: float = 0.0
+    dequant: dict | None = None  # family -> Dequant (None: 1, 1)
+    sm_count: int | None = None
+    tiles: tuple = ()
+    launch: float = 0.0
+    layer_overhead: float = 0.0
+    step_overhead: float = 0.0
+    kernels: dict | None = None  # op name -> kernels it launches (default 1)
+    link: dict | None = None  # algorithm -> Algorithm (None: ideal on the hardware's algorithm set)
+    network: dict | None = None
+    where: str = ""  # the spec these terms came from (for error messages)
+
+    # -- construction ---------------------------------------------------------------------------
+    @staticmethod
+    def roofline() -> "TimeModel":
+        return TimeModel("roofline")
+
+    @staticmethod
+    def achievable(hw: Hardware, impl: Impl) -> "TimeModel":
+        a: Achievable | None = hw.achievable
+        where = hw.key or hw.name
+        if a is None:
+            raise SpecError(where, "achievable", f"{hw.name} has no achievable-mode terms; add an `achievable:` "
+                                                 "block (docs/specs.md) or start the file with `base:` a catalog device")
+        keep = set(impl.collectives)
+        # a block without measured collectives prices them at the ideal bound (missing_data() says so)
+        link = {k: v for k, v in a.link.items() if k in keep} or None
+        net = {k: v for k, v in a.network.items() if k in keep} or None
+        return TimeModel("achievable", a.hbm_efficiency, a.kernel_latency, a.gemm_latency, dict(a.gemm_efficiency),
+                         dict(a.attention_compute), a.attention_half_keys, a.attention_bandwidth, a.attention_latency,
+                         dict(a.dequant), a.sm_count, a.gemm_tiles, impl.launch, impl.layer_overhead,
+                         impl.step_overhead, dict(impl.kernels), link, net, where)
+
+    def ideal(self, hw: Hardware) -> "TimeModel":
+        """This model with every efficiency 1, every overhead 0, no size limits, and collectives at the link's
+        one-hop latency on every algorithm the hardware supports: it prices exactly as the roofline does."""
+        from .efficiency import Dequant
+
+        one = lambda d: {k: 1.0 for k in d} if d is not None else None  # noqa: E731
+        algs = lambda names: {a: Algorithm(((0, 0.0),), 1.0) for a in names}  # noqa: E731
+        return replace(self, hbm=1.0, kernel_latency=0.0, gemm_latency=0.0, gemm=one(self.gemm),
+                       attn_compute=one(self.attn_compute), attn_half_keys=0.0, attn_bandwidth=1.0, attn_latency=0.0,
+                       dequant={k: Dequant(1.0, 1.0) for k in (self.dequant or {})} or None, sm_count=None, tiles=(),
+                       launch=0.0, layer_overhead=0.0, step_overhead=0.0,
+                       kernels={k: 1 for k in (self.kernels or {})} or None,
+                       link=algs(hw.link_algorithms or DEFAULT_LINK_ALGORITHMS), network=algs(NETWORK_ALGORITHMS))
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def _eff(self, table: dict | None, key: str, what: str) -> float:
+        if table is None:
+            return 1.0
+        if key not in table:
+            raise SpecError(self.where, f"achievable.{what}.{key}", f"missing: no measured {what} for {key} on this "
+                                                                    f"device (it has: {', '.join(table) or 'none'})")
+        return table[key]
+
+    def _dequant(self, fmt: str):
+        fam = dequant_family(fmt)
+        if self.dequant is None:
+            return 1.0, 1.0
+        if fam not in self.dequant:
+            raise SpecError(self.where, f"achievable.dequant.{fam}",
+                            f"missing: no measured weight-only {fam} kernel on this device (it has: "
+                            f"{', '.join(self.dequant) or 'none'})")
+        d = self.dequant[fam]
+        return d.bandwidth, d.compute
+
+    def shape_efficiency(self, gemm):
+        """Tile and wave quantization: useful output elements / the elements the launched tiles cover,
+        with the library choosing the tile that wastes least (NVIDIA, Matrix Multiplication Background
+        User's Guide: 'Tile quantization', 'Wave quantization'). A product with fewer rows than the
+        smallest tile runs as a skinny kernel (GEMV, split-K) whose rows are not padded."""
+        if not self.tiles or gemm is None:
+            return 1.0
+        rows, cols, inst = gemm
+        rows, inst = np.asarray(rows, float), np.maximum(np.asarray(inst, float), 1.0)
+        per = rows / inst  # rows of one computing instance (expert, head)
+        # below the smallest tile's rows a skinny (GEMV, split-K) kernel runs instead: its rows are not padded
+        floor_rows = min(tr for tr, _ in self.tiles)
+        best = None
+        for tr, tc in self.tiles:
+            tr = np.where(per < floor_rows, np.maximum(np.ceil(per), 1.0), tr)
+            tiles = np.ceil(inst) * np.ceil(per / tr) * math.ceil(cols / tc)
+            work = np.ceil(tiles / self.sm_count) * self.sm_count * tr * tc
+            best = work if best is None else np.minimum(best, work)
+        return np.minimum(1.0, rows * cols / best)
+
+    def collective(self, op: Op, hw: Hardware, layout: Layout):
+        """(time, bytes each device sends, "link" or "network") of one collective op, the cheapest algorithm
+        chosen per point (as NCCL's tuner does: the least predicted time).
+
+        Inside a node: t_a = max(L_a(p), steps_a(p) * hop) + bytes_a(p, n) / (e_a * link bandwidth).
+        A group of p devices with g of them in each of m nodes runs hierarchically (as NCCL does): its
+        inter-node steps (those of the same algorithm over m ranks) cost the network's hop, the others the
+        link's, and all its bytes cross the slower network; achievable: L = L_net,a(m) + L_link,ring(g).
+        """
+        bw, hop, kind = link_of(hw, layout, op.link)
+        p = float(op.peers)
+        stride = {"tp": 1, "ep": layout.tp, "pp": layout.tp * layout.ep}[op.link]
+        g = float(min(op.peers, max(1, (hw.devices_per_node or 1) // stride)))  # group members per node
+        m = float(math.ceil(p / g))  # nodes the group spans
+        net = kind == "network"
+        names = NETWORK_ALGORITHMS if net else (hw.link_algorithms or DEFAULT_LINK_ALGORITHMS)
+        table = self.network if net else self.link
+        if table is not None and "ring" not in table:
+            raise SpecError(self.where, f"achievable.{kind}", f"is missing: a {op.link} group of this layout uses the "
+                                                              f"{kind}, and its collectives need measured terms")
+        n = np.asarray(op.msg, float)
+        steps_at = lambda name, q: steps_and_bytes(op.coll, name, float(q), 1.0)[0]  # noqa: E731
+        best_t = best_b = None
+        for name in names:
+            if op.coll not in ALGORITHMS[name] or (table is not None and name not in table):
+                continue
+            steps, sent = steps_and_bytes(op.coll, name, p, n)
+            if net:  # inter-node steps on the network's hop, the rest on the link's
+                inter = steps_at(name, m)
+                floor = inter * hop + max(steps - inter, 0.0) * (hw.link_latency or 0.0)
+            else:
+                floor = steps * hop
+            if table is None:  # the roofline: full bandwidth, one hop per sequential step
+                t = floor + sent / bw
+            else:
+                a = table[name]
+                scale = (lambda q, name=name: steps_at(name, q)) if name in ("ring", "tree") else None
+                lat = a.at(m if net else p, scale)
+                if net and g > 1 and self.link is not None and "ring" in self.link:
+                    lat += self.link["ring"].at(g, lambda q: steps_at("ring", q))  # the intra-node part
+                t = np.maximum(lat, floor) + sent / (a.efficiency * bw)
+                t = np.where(n <= a.max_bytes, t, np.inf)
+            t = t + 0 * n
+            if best_t is None:
+                best_t, best_b = t, sent + 0 * n
+            else:
+                better = t < best_t
+                best_t, best_b = np.where(better, t, best_t), np.where(better, sent, best_b)
+        return best_t, best_b, kind
+
+    # -- one op list ------------------------------------------------------------------------------
+    def price(self, ops: list[Op], hw: Hardware, prec: Precision, layout: Layout | None = None, comm: bool = True):
+        """Per op instance: (t_compute, t_memory, t_gpu, bytes, t_cpu, t_step)."""
+        lay = layout or Layout()
+        _, af, _, _ = prec.formats()
+        tensor_key = af.peak
+        tensor = hw.peak(tensor_key)
+        # attention kernels have no fp4 form: with fp4 activations (NVFP4 GEMMs) they run in fp8
+        attn_key = "fp8" if tensor_key == "fp4" and "fp8" in hw.peak_flops else tensor_key
+        vector = hw.peak_flops.get("fp32", tensor)
+        bw = hw.memory_bandwidth
+        fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel cost (perfmodel measure; 0 for datasheet specs)
+        passes = {MATMUL: hw.gemm_weight_passes or 1.0,  # calibrated: a BLAS that packs the streamed operand moves it again
+                  ATTENTION: hw.attention_kv_passes or hw.gemm_weight_passes or 1.0}
+        e_gemm = self._eff(self.gemm, tensor_key, "gemm_efficiency")
+        kernels = self.kernels or {}
+        out = []
+        for op in ops:
+            if op.kind == COMM:
+                if not comm:
+                    out.append((0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+                    continue
+                t, sent, _ = self.collective(op, hw, lay)
+                out.append((0.0 * t, t, t, sent, self.launch, 0.0))
+                continue
+            k = float(kernels.get(op.name, 1))  # kernels this op launches (0: inside another op's kernel)
+            b = op.bytes
+            if op.kind == MATMUL:
+                e_c, e_m = e_gemm, self.hbm
+                wf = get_format(op.wfmt) if op.wfmt else None
+                if self.dequant is not None and wf is not None and wf.bits < 16:
+                    if is_weight_only(wf, af):  # dequantized on the fly: a measured kernel is needed
+                        d_bw, d_c = self._dequant(op.wfmt)
+                        e_m, e_c = e_m * d_bw, e_c * d_c
+                    elif dequant_family(op.wfmt) in self.dequant:  # W8A8 etc.: its kernel's streaming rate, if measured
+                        e_m = e_m * self.dequant[dequant_family(op.wfmt)].bandwidth
+                e_c = e_c * self.shape_efficiency(op.gemm)
+                tc, tm = op.flops / (tensor * e_c), b / (bw * e_m)
+                latency = self.gemm_latency
+            elif op.kind == ATTENTION:
+                e_c = self._eff(self.attn_compute, attn_key, "attention_compute")
+                keys = getattr(op, "keys", None)
+                if keys is not None and self.attn_half_keys:
+                    e_c = e_c * keys / (keys + self.attn_half_keys)  # short key ranges leave the kernel's tiles idle
+                tc, tm = op.flops / (hw.peak(attn_key) * e_c), b / (bw * self.attn_bandwidth)
+                latency = self.attn_latency
+            else:
+                tc, tm = op.flops / vector, b / (bw * self.hbm)
+                latency = self.kernel_latency
+            pack = 0.0
+            kp = passes.get(op.kind, 1.0)
+            if kp != 1.0:
+                # a BLAS that packs the streamed operand (weights; a K/V head shared by several query rows)
+                # copies it (k - 1) more times, on the same cores and before the FMA kernel: it adds to
+                # the time instead of hiding under max()
+                streamed = op.w_read if op.kind == MATMUL else op.kv_read
+                extra = np.where(np.asarray(op.rows) > 1, (kp - 1.0) * streamed, 0.0)
+                b, pack = b + extra, extra / bw
+            t_gpu = np.maximum(tc, tm) + pack + fixed + k * latency
+            t_cpu = k * self.launch + (self.layer_overhead if op.name == "attn_norm" else 0.0)
+            t_step = self.step_overhead if op.name == "embed" else 0.0
+            out.append((tc, tm + pack, t_gpu, b, t_cpu, t_step))
+        return out
+
+
+def time_model(mode: str, hw: Hardware, impl=None) -> TimeModel | None:
+    """The TimeModel of a mode (None for `simple`, the lecture's closed form)."""
+    if mode == "achievable":
+        from .specs import load_impl
+
+        return TimeModel.achievable(hw, load_impl(impl or DEFAULT_IMPL))
+    if mode in ("roofline", "simple"):
+        return TimeModel.roofline()
+    raise SpecError("--mode", None, f"must be one of {', '.join(MODES)}, got {mode!r}")
