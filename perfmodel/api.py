@@ -364,9 +364,28 @@ def show(name: str, sets=None, weights_dtype="bf16", kv_dtype=None) -> Table:
         for k, v in hw.peak_flops.items():
             row[f"peak_{k}_flops"] = v
             row[f"ridge_{k}"] = v / hw.memory_bandwidth
-        for k in ("interconnect_bandwidth", "l2_cache", "tdp"):
+        for k in ("interconnect_bandwidth", "l2_cache", "tdp", "link_bandwidth", "link_latency", "devices_per_node",
+                  "network_bandwidth", "network_latency"):
             if getattr(hw, k) is not None:
-                row[k] = getattr(hw, k)
+                row[k + ("_s" if k.endswith("latency") else "")] = getattr(hw, k)
+        if hw.link_algorithms:
+            row["link_algorithms"] = ",".join(hw.link_algorithms)
+        a = hw.achievable
+        if a is not None:  # the achievable mode's terms (docs/achievable.md)
+            row.update({"hbm_efficiency": a.hbm_efficiency, "kernel_latency_s": a.kernel_latency,
+                        "gemm_latency_s": a.gemm_latency, "attention_latency_s": a.attention_latency,
+                        "attention_bandwidth": a.attention_bandwidth, "attention_half_keys": a.attention_half_keys})
+            for k, v in a.gemm_efficiency.items():
+                row[f"gemm_efficiency_{k}"] = v
+            for k, v in a.attention_compute.items():
+                row[f"attention_compute_{k}"] = v
+            for k, d in a.dequant.items():
+                row[f"dequant_{k}"] = f"bandwidth {d.bandwidth:g}, compute {d.compute:g}"
+            for kind, table in (("link", a.link), ("network", a.network)):
+                for name, alg in table.items():
+                    lat = ", ".join(f"{pp}: {s * 1e6:.3g} us" if pp else f"{s * 1e6:.3g} us" for pp, s in alg.latency)
+                    lim = f", up to {alg.max_bytes / 2**20:g} MiB" if np.isfinite(alg.max_bytes) else ""
+                    row[f"{kind}_{name}"] = f"latency {lat}; efficiency {alg.efficiency:g}{lim}"
     return {k: np.asarray([v], dtype=object if isinstance(v, str) or v is None else None) for k, v in row.items()}
 
 

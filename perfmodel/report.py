@@ -35,7 +35,7 @@ def _human(col: str, v) -> str:
         return fmt_count(v)
     if col.endswith("_s"):
         return fmt_time(v)
-    if col == "memory_bandwidth" or col == "interconnect_bandwidth":
+    if col in ("memory_bandwidth", "interconnect_bandwidth", "link_bandwidth", "network_bandwidth"):
         return fmt_bytes(v) + "/s"
     if col.endswith("_flops") and col.startswith("peak"):
         return fmt_count(v) + "FLOP/s"

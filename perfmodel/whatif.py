@@ -101,7 +101,10 @@ def compare(models, hardware="h100-sxm", batch=(1, 64, 256), context=(1024, 8192
         r["throughput_ratio"] = r["throughput_tok_s"] / first["throughput_tok_s"]
         with np.errstate(divide="ignore", invalid="ignore"):
             r["max_batch_ratio"] = np.where(first["max_batch"] > 0, r["max_batch"] / np.maximum(first["max_batch"], 1), np.nan)
-        out.append(_flat({k: r[k] for k in COMPARE_COLUMNS}))
+        cols = {k: r[k] for k in COMPARE_COLUMNS}
+        if mode == "achievable":
+            cols["impl"] = impl or "graphs"
+        out.append(_flat(cols))
     return concat(out)
 
 

@@ -79,7 +79,8 @@ _ECON = ["cost_per_million_tokens", "energy_per_token_j"]
 
 def _cols(t, extra=()):
     """The JSON contract's columns, plus the layout's and the economics' when asked for."""
-    return api.PHASE_COLUMNS + list(extra) + [c for c in api.LAYOUT_COLUMNS + _ECON if c in t]
+    return api.PHASE_COLUMNS + [c for c in ["impl"] if c in t] + list(extra) + [c for c in api.LAYOUT_COLUMNS + _ECON
+                                                                                 if c in t]
 
 
 def _human(t, base):
@@ -93,17 +94,16 @@ PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "th
 def mode_note(mode: str, impl=None, hardware=None, sets=None) -> str:
     """The footer line that says what kind of number a time is: an ideal bound or an achievable estimate."""
     if mode == "roofline":
-        return ("# mode roofline: an ideal bound (datasheet peaks, every op at full bandwidth or full tensor rate, no "
-                "launch, scheduling or synchronisation cost); real systems are slower: --mode achievable estimates "
-                "what a good implementation reaches")
+        return ("# mode roofline: an ideal bound (datasheet peaks, no launch or scheduling cost); real systems are "
+                "slower: --mode achievable estimates a good implementation")
     if mode == "simple":
-        return "# mode simple: the lecture's memory-bound bound, (weights + B * KV) / bandwidth; real systems are slower"
+        return "# mode simple: the lecture's memory-bound estimate, (weights + B * KV) / bandwidth, an ideal bound too"
     from ..specs import load_impl
     from ..timemodel import DEFAULT_IMPL
 
     im = load_impl(impl or DEFAULT_IMPL, sets)
-    lines = [f"# mode achievable: an estimate of a good implementation ({im.key}: {im.description or im.name}), "
-             "not a bound; docs/achievable.md derives each term"]
+    lines = [f"# mode achievable: an estimate, not a bound, of a good implementation (impl {im.key}: "
+             f"{im.description or im.name}); docs/achievable.md derives each term"]
     if hardware is not None:
         for hw in api.specs(api.DEFAULT_MODEL, hardware, sets)[1]:
             a = hw.achievable

@@ -142,7 +142,7 @@ def kv_memory(model: str = Model, hardware: str = Hardware,
                           prompt_len, output_len,
                           blocks, shared_prefix, samples, prefill, _budget(token_budget), seed, weights_dtype,
                           kv_dtype, act_dtype, _sets(sets), cost_quantum, mode, impl)
-    _out(_render(t, fmt, serving.KV_REPORT, KV_HUMAN))
+    _out(_render(t, fmt, serving.KV_REPORT + [c for c in ["impl"] if c in t], KV_HUMAN))
     if fmt == "table":
         cap = t["kv_capacity_bytes"][0]
         _out(f"# KV capacity {_human('kv_capacity_bytes', cap)} (device memory - weights); memory columns are means "

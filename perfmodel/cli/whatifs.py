@@ -50,7 +50,8 @@ def compare(model: str = typer.Option("llama-2-13b,llama-2-13b-gqa8,llama-2-13b-
     human = ["model", "batch", "context", "mode", "kv_bytes_per_token", "kv_bytes_per_seq", "memory_bytes", "fits",
              "latency_s", "throughput_tok_s", "max_batch", "kv_ratio", "latency_ratio", "throughput_ratio",
              "max_batch_ratio"]
-    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS + ["kv_bytes_per_token", "max_batch"], human))
+    _out(render(t, _fmt(fmt), api.PHASE_COLUMNS + [c for c in ["impl"] if c in t] + ["kv_bytes_per_token", "max_batch"],
+                human))
     if fmt == "table":
         _out(mode_note(mode, impl, hardware, _sets(sets)))
 
@@ -77,7 +78,8 @@ def speculative(alpha: str = typer.Option("0.6,0.8,0.9", "--alpha", help="Accept
     cols = ["alpha", "gamma", "draft_cost", "expected_tokens", "speedup", "best_gamma"]
     extra = ["verify_cost", "slower"] + (["draft", "target", "batch", "context", "mode", "target_step_s"]
                                          + (["impl"] if "impl" in t else []) if draft else [])
-    _out(render(t, _fmt(fmt), cols, cols + extra))
+    timed = [c for c in ("draft", "target", "batch", "context", "mode", "target_step_s", "impl") if c in t]
+    _out(render(t, _fmt(fmt), cols + ["verify_cost", "slower"] + timed if draft else cols, cols + extra))
     if fmt == "table" and t["slower"].any():
         _out("# slower=true: speculation loses to plain decoding here (low alpha, costly draft, long gamma,"
              " or a verification pass that is no longer cheap at this batch)")

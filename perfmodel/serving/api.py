@@ -137,7 +137,7 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     for name, b, mgr, share in runs:
         s = simulate(m, hw, tr, "continuous", _slots(slots), mgr, b or 16, share, prefill, token_budget, prec,
                      cost=cost).summary
-        rows.append({"manager": name, "mode": mode, "block_size": b if b else math.nan, "requests": s["requests"],
+        rows.append({"manager": name, "mode": mode, **({"impl": impl or DEFAULT_IMPL} if mode == "achievable" else {}), "block_size": b if b else math.nan, "requests": s["requests"],
                      "peak_sequences": s["peak_running"], "mean_sequences": s["mean_running"],
                      "kv_capacity_bytes": s["kv_capacity_bytes"], "peak_reserved_bytes": s["peak_kv_reserved_bytes"],
                      "mean_used_bytes": s["mean_kv_used_bytes"], "mean_reserved_bytes": s["mean_kv_reserved_bytes"],
@@ -146,4 +146,4 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
                      "mean_external_bytes": s["mean_kv_external_bytes"], "mean_saved_bytes": s["mean_kv_saved_bytes"],
                      "preemptions": s["preemptions"], "throughput_tok_s": s["throughput_tok_s"],
                      "mean_latency_s": s["mean_latency_s"]})
-    return _table(rows, KV_REPORT)
+    return _table(rows, KV_REPORT + (["impl"] if mode == "achievable" else []))
