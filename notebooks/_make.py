@@ -16,6 +16,57 @@ def write(name, cells):
     (HERE / name).write_text(json.dumps(nb, indent=1) + "\n")
 
 
+ACHIEVABLE = [
+    ("markdown", """
+# Bounds and achievable estimates
+
+The default mode is the roofline: an ideal bound no real system beats. `mode="achievable"` prices
+the same op list with measured kernel efficiencies and fixed costs (the hardware spec's
+`achievable` block) and an implementation profile (`impl=`). Public API only.
+"""),
+    ("code", """
+import numpy as np
+import perfmodel as pm
+
+both = [pm.decode("llama-3.1-8b", "h100-sxm", batch=[1, 64, 256], context=2048, mode=m)
+        for m in ("roofline", "achievable")]
+bound, est = both
+est.assign(fraction_of_bound=bound.latency_s / est.latency_s)[["batch", "mode", "latency_s", "throughput_tok_s",
+                                                             "impl", "fraction_of_bound"]]
+"""),
+    ("code", """
+# the bound is a bound: the estimate is never faster, op by op or step by step
+assert (est.latency_s >= bound.latency_s).all()
+ops = pm.intensity("llama-3.1-8b", "h100-sxm", batch=64, context=2048, mode="achievable")
+ops[ops.phase == "decode"][["op", "layers", "bytes", "time_s", "bound"]]
+"""),
+    ("markdown", """
+## The implementation matters
+The same model and GPU under a CUDA-graph serving engine and under PyTorch eager: a small model
+launched kernel by kernel from Python is host-bound.
+"""),
+    ("code", """
+small = [pm.decode("qwen2.5-0.5b", "h100-sxm", batch=1, context=512, mode="achievable", impl=i)
+         for i in ("graphs", "eager")]
+[float(s.latency_s.iloc[0]) for s in small]
+"""),
+    ("markdown", """
+## Against published measurements
+Every case pins its source; the roofline must hold in all of them.
+"""),
+    ("code", """
+pub = pm.published_validation()
+assert pub.bound_holds.all()
+pub.groupby(pub.category.str.split(",").str[0]).agg(cases=("case", "size"),
+                                                     median_abs_error=("error", lambda e: e.abs().median()),
+                                                     median_fraction=("fraction", "median"))
+"""),
+    ("code", """
+from perfmodel import plots
+fig = plots.published(pub.to_dict("list"))
+"""),
+]
+
 KV = [
     ("markdown", """
 # KV-reduction variants and quantization
@@ -206,3 +257,4 @@ if __name__ == "__main__":
     write("02-kv-variants-and-quantization.ipynb", KV)
     write("03-serving-and-speculative.ipynb", SERVE)
     write("04-measured-validation.ipynb", MEASURE)
+    write("05-bounds-and-achievable.ipynb", ACHIEVABLE)

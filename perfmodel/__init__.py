@@ -3,8 +3,10 @@
     >>> import perfmodel as pm
     >>> pm.decode("llama-2-13b", "h100-sxm", batch=[1, 64], context=1024)   # a pandas DataFrame
 
-Every function here returns a pandas DataFrame (one row per point, SI columns) built from the
-same query functions the CLI uses (perfmodel.api). Specs are objects you can edit in code:
+The query functions return pandas DataFrames (one row per point, SI columns) built from the
+same query functions the CLI uses (perfmodel.api). Every time carries its `mode`: roofline (the
+ideal bound, the default), achievable (`mode="achievable"`, an estimate of a good implementation,
+`impl=` an implementation profile) or simple. Specs are objects you can edit in code:
 
     >>> m = pm.load_model("llama-2-13b").replace(n_kv_heads=8)
     >>> pm.decode(m, "h100-sxm", batch=256)
@@ -67,12 +69,30 @@ def validation(*args, **kwargs):
     return _frame(_measure.validation)(*args, **kwargs)
 
 
+def published_validation(cases=None, categories=None):
+    """Published end-to-end measurements against the engine (a DataFrame): per case the measurement,
+    the roofline bound, the achievable estimate, the fraction of the bound reached and the estimate's
+    error (perfmodel/measure/published.yaml, or a file of your own)."""
+    from .measure.published import published as _published
+
+    return _frame(_published)(cases, categories)
+
+
+def plan(*args, **kwargs):
+    """Every layout of N devices (perfmodel.parallel.plan's arguments) as a DataFrame, one row per layout
+    and batch, with the Pareto flag and the `missing` column."""
+    from .parallel import plan as _plan
+
+    table, _ = _plan(*args, **kwargs)
+    return _frame(lambda: table)()
+
+
 def sweep(*args, **kwargs):
     """Decode metrics over a grid; a DataFrame, or {"path", "rows", "seconds"} when `out=` streams to a file."""
     from .grid import sweep as _sweep
 
     return _sweep(*args, **kwargs)
 
-__all__ = ["config_to_spec", "validation", "serve_sim", "kv_memory", "make_traffic", "serve_runs", "simulate", "sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
+__all__ = ["config_to_spec", "validation", "published_validation", "plan", "serve_sim", "kv_memory", "make_traffic", "serve_runs", "simulate", "sweep", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge",
            "load_model", "load_hardware", "Model", "Hardware", "Precision", "Op", "build_ops", "param_count",
            "evaluate", "max_batch", "per_sequence", "catalog_names", "parse_quantity", "SpecError"]

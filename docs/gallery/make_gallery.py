@@ -22,6 +22,11 @@ FIGURES = {
     "kv-variants.png": lambda: plots.kv(),
     "speculative.png": lambda: plots.speculative(draft_cost=0.1),
     "validation.png": lambda: plots.validation(HERE.parent / "validation" / "cpu-quick"),
+    "roofline-achievable.png": lambda: plots.roofline("llama-2-13b", "h100-sxm", batch=[1, 8, 64, 256], context=1024,
+                                                      mode="achievable"),
+    "latency-throughput-achievable.png": lambda: plots.latency_throughput(
+        ["llama-2-13b", "llama-2-13b-gqa8", "llama-2-13b-mla"], "h100-sxm", context=1024, mode="achievable"),
+    "published.png": lambda: plots.published(),
     "serving.png": lambda: plots.serving("llama-2-13b", "h100-sxm", requests=64, slots=8,
                                          output_len="lognormal:median=18,max=231", seed=0),
 }

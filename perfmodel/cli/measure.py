@@ -93,6 +93,7 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
              published: bool = typer.Option(False, "--published", help="Validate against published end-to-end measurements instead: per case the roofline bound, the achievable estimate and the measurement."),
              cases: Optional[str] = typer.Option(None, "--cases", help="With --published: a measurements YAML of your own (default: perfmodel's)."),
              category: Optional[str] = typer.Option(None, "--category", help="With --published: only cases with these categories (comma list)."),
+             summary_only: bool = typer.Option(False, "--summary", help="With --published: the summary per category only."),
              hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Spec to predict with (default: the folder's measured.yaml)."),
              overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Include the spec's kernel_overhead."),
              passes: bool = typer.Option(True, "--weight-passes/--no-weight-passes", help="Include the spec's gemm_weight_passes and attention_kv_passes (multi-row matmuls move their weights, and attention its K/V cache, that many times)."),
@@ -105,9 +106,9 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
     if published:
         if results is not None:
             raise SpecError("--published", None, "takes no results folder (it validates against published measurements)")
-        return _published(cases, category, plot, _fmt(fmt))
-    if cases is not None or category is not None:
-        raise SpecError("--cases/--category", None, "go with --published")
+        return _published(cases, category, plot, _fmt(fmt), summary_only)
+    if cases is not None or category is not None or summary_only:
+        raise SpecError("--cases/--category/--summary", None, "go with --published")
     if results is None:
         raise SpecError("validate", None, "needs a results folder from `perfmodel measure`, or --published")
     from ..measure import suite
@@ -166,7 +167,7 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
     _out("# error = predicted / measured - 1 (negative: the engine is optimistic)")
 
 
-def _published(cases, category, plot, fmt) -> None:
+def _published(cases, category, plot, fmt, summary_only=False) -> None:
     """`perfmodel validate --published`: one row per published measurement, then the summary per category."""
     from ..measure.published import METRICS, published, summary
     from ..report import render
@@ -180,10 +181,11 @@ def _published(cases, category, plot, fmt) -> None:
         sys.stderr.write(f"wrote {plots.save(plots.published(table), plot)}\n")
     summ = summary(table)
     if fmt == "json":
-        _out(json.dumps({"cases": render_rows(table), "summary": render_rows(summ)}, indent=1))
+        _out(json.dumps({"summary": render_rows(summ)} if summary_only else
+                        {"cases": render_rows(table), "summary": render_rows(summ)}, indent=1))
         return
     if fmt == "csv":
-        _out(render(table, "csv"))
+        _out(render(summ if summary_only else table, "csv"))
         return
 
     def value(metric, v):
@@ -194,8 +196,9 @@ def _published(cases, category, plot, fmt) -> None:
              "bound": [value(m, v) for m, v in zip(table["metric"], table["bound"])],
              "achievable": [value(m, v) for m, v in zip(table["metric"], table["achievable"])],
              "of bound": [f"{f:.2f}" for f in table["fraction"]], "error": [f"{e:+.0%}" for e in table["error"]]}
-    _out(render(shown, "table"))
-    _out("")
+    if not summary_only:
+        _out(render(shown, "table"))
+        _out("")
     _out(render({"category": summ["category"], "cases": summ["cases"],
                  "median |error|": [f"{x:.1%}" for x in summ["median_abs_error"]],
                  "p90 |error|": [f"{x:.1%}" for x in summ["p90_abs_error"]],

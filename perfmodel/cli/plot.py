@@ -8,11 +8,11 @@ import typer
 
 from .. import api
 from ..errors import SpecError
-from .common import (ADtype, app, Hardware, KVDtype, Sets, WDtype, _ints, _sets)
+from .common import (Impl, ADtype, app, Hardware, KVDtype, Sets, WDtype, _ints, _sets)
 
 
 @app.command()
-def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, memory, kv, speculative, serving or validation"),
+def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, memory, kv, speculative, serving, validation or published"),
          out: str = typer.Option(..., "-o", "--out", help="FILE.png, FILE.svg or FILE.pdf"),
          model: Optional[str] = typer.Option(None, "-m", "--model", help="Model(s); comma list where a plot compares."),
          hardware: str = Hardware, batch: Optional[str] = typer.Option(None, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
@@ -23,7 +23,11 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
          draft_cost: float = typer.Option(0.1, "--draft-cost", help="speculative: draft step / target step."),
          results: Optional[str] = typer.Option(None, "--results", help="validation: a measurement results folder."),
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-         sets: Optional[List[str]] = Sets):
+         sets: Optional[List[str]] = Sets,
+         mode: str = typer.Option("roofline", "--mode", help="roofline (the ideal bound) or achievable: the op times "
+                                  "of roofline and latency-throughput, the step cost of serving."),
+         impl: Optional[str] = Impl,
+         cases: Optional[str] = typer.Option(None, "--cases", help="published: a measurements YAML (default: perfmodel's).")):
     """Publication-ready figures (matplotlib, headless): one call into perfmodel.plots."""
     from .. import plots
 
@@ -37,14 +41,18 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
     if context:
         kw["context"] = _ints(context, "--context")
     fmts = dict(weights_dtype=weights_dtype, kv_dtype=kv_dtype, act_dtype=act_dtype, sets=_sets(sets))
+    timed = dict(mode=mode, impl=impl)
+    if kind not in ("roofline", "latency-throughput", "serving") and (mode != "roofline" or impl is not None):
+        raise SpecError("--mode", None, f"the {kind} plot shows no modelled time; --mode and --impl go with roofline, "
+                                        "latency-throughput and serving")
     if kind == "roofline":
         if "context" in kw:
             kw["context"] = kw["context"][0]
-        fig = plots.roofline(model or api.DEFAULT_MODEL, hardware, **kw, **fmts)
+        fig = plots.roofline(model or api.DEFAULT_MODEL, hardware, **kw, **fmts, **timed)
     elif kind == "latency-throughput":
         if "context" in kw:
             kw["context"] = kw["context"][0]
-        fig = plots.latency_throughput(model or "llama-2-13b,llama-2-13b-gqa8", hardware, **kw, **fmts)
+        fig = plots.latency_throughput(model or "llama-2-13b,llama-2-13b-gqa8", hardware, **kw, **fmts, **timed)
     elif kind == "memory":
         if axis not in ("batch", "context"):
             raise SpecError("--axis", None, f"must be batch or context, got {axis!r}")
@@ -59,7 +67,10 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
         g = _ints(gamma, "--gamma") if gamma else None
         fig = plots.speculative(a, g, draft_cost)
     elif kind == "serving":
-        fig = plots.serving(model or api.DEFAULT_MODEL, hardware, sets=_sets(sets))
+        api.check_mode(mode, impl, ("roofline", "achievable"))
+        fig = plots.serving(model or api.DEFAULT_MODEL, hardware, sets=_sets(sets), **timed)
+    elif kind == "published":
+        fig = plots.published(path=cases)
     else:
         if not results:
             raise SpecError("--results", None, "the validation plot needs a results folder from `perfmodel measure`")
