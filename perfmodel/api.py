@@ -16,7 +16,7 @@ from .formats import get_format
 from .ops import Layout, Precision, build_ops, param_count
 from .specs import (Hardware, Model, catalog_names, check_sets, hardware_from_dict, load_hardware, load_impl,
                     load_model, load_raw)
-from .timemodel import DEFAULT_IMPL
+from .timemodel import DEFAULT_IMPL, impl_name
 from .units import parse_quantity
 
 Table = dict
@@ -131,22 +131,26 @@ def economics(cols: dict, hw: Hardware, devices: float, price=None, energy: bool
     return cols
 
 
-def check_mode(mode, impl=None, modes=None) -> None:
-    """--mode is one of roofline, achievable, simple; --impl (an implementation profile) goes with achievable."""
+def check_mode(mode, impl=None, modes=None, sets=None):
+    """--mode is one of roofline, achievable, simple; --impl (an implementation profile) goes with achievable.
+    Returns the implementation profile to price with (loaded, with any `--set impl.field=...`), or None."""
     modes = modes or engine.MODES
     if mode not in modes:
         raise SpecError("--mode", None, f"must be one of {', '.join(modes)}, got {mode!r}")
     if impl is not None and mode != "achievable":
         raise SpecError("--impl", None, f"an implementation profile prices the achievable mode; --mode is {mode}")
-    if impl is not None:
-        load_impl(impl)  # a bad profile is one line before any work
+    if mode != "achievable":
+        if any(str(k).startswith("impl.") for k in (sets or {})):
+            raise SpecError("--set", "impl", "implementation-profile fields go with --mode achievable")
+        return None
+    return load_impl(impl or DEFAULT_IMPL, sets)  # a bad profile is one line before any work
 
 
 def mode_cols(mode, impl=None) -> dict:
     """The columns that label every time: the mode, and in the achievable mode the implementation profile."""
     if mode != "achievable":
         return {}
-    return {"impl": impl if isinstance(impl, str) else getattr(impl, "key", None) or DEFAULT_IMPL}
+    return {"impl": impl_name(impl)}
 
 
 def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention, sets,
@@ -154,7 +158,7 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
            impl=None) -> Table:
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, S = _positive(batch, "--batch"), _positive(context, "--context")
-    check_mode(mode, impl)
+    impl = check_mode(mode, impl, sets=sets)
     if attention not in ("fused", "unfused"):
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
     if B.size * S.size > MAX_POINTS:
@@ -205,7 +209,7 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
             energy=False, impl=None) -> Table:
     """A whole request: prefill P prompt tokens, then generate G tokens (context grows each step).
     mode and impl as in decode."""
-    check_mode(mode, impl)
+    impl = check_mode(mode, impl, sets=sets)
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, P = _positive(batch, "--batch"), _positive(prompt, "--prompt")
     G = _positive(generate, "--generate")
@@ -241,7 +245,7 @@ def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1
     runs them) and `step overhead` (scheduling and sampling). With a layout, one device's ops, and the
     collectives as rows whose bytes are those each device sends over the link (bound "link" or
     "network") with the algorithm the time model chose."""
-    check_mode(mode, impl, ("roofline", "achievable"))
+    impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B = float(_positive(batch, "--batch")[0])
     S = float(_positive(context, "--context")[0])

@@ -17,6 +17,7 @@ import numpy as np
 from . import engine
 from .api import _names, _prec, specs
 from .errors import SpecError
+from .timemodel import impl_name
 
 COLUMNS = ["model", "hardware", "weights_dtype", "kv_dtype", "batch", "context", "mode", "latency_s",
            "throughput_tok_s", "weight_bytes", "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
@@ -86,7 +87,7 @@ def iter_chunks(models, hardware, batch, context, weights_dtype=("bf16",), kv_dt
     """Yields dicts of flat columns, at most about chunk_rows rows each (mode: roofline, achievable or simple)."""
     from .api import check_mode
 
-    check_mode(mode, impl)
+    impl = check_mode(mode, impl, sets=sets)
     B = parse_axis(batch, "--batch")
     S = parse_axis(context, "--context")
     wds = _names(weights_dtype) if isinstance(weights_dtype, str) else list(weights_dtype)
@@ -108,7 +109,7 @@ def iter_chunks(models, hardware, batch, context, weights_dtype=("bf16",), kv_dt
                 cols[k] = np.ascontiguousarray(r[k]).ravel()
             names = COLUMNS
             if mode == "achievable":  # the estimate depends on the implementation profile: say which
-                cols["impl"], names = np.full(n, str(impl or "graphs"), dtype=object), COLUMNS + ["impl"]
+                cols["impl"], names = np.full(n, impl_name(impl), dtype=object), COLUMNS + ["impl"]
             yield {k: cols[k] for k in names}
 
 

@@ -69,7 +69,7 @@ def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch
     collectives cross nodes on a spec that lacks the data to price them (network_latency; in the
     achievable mode the measured network collectives) is flagged in `missing` and never on the Pareto
     front; layouts that need a network the spec does not have at all are left out (summary["skipped"])."""
-    check_mode(mode, impl, ("roofline", "achievable"))
+    impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
     prec = _prec(weights_dtype, kv_dtype, act_dtype)
     n = int(_positive(gpus, "--gpus")[0])
     B = _positive(batch, "--batch")

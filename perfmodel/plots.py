@@ -11,7 +11,8 @@ import numpy as np
 
 from . import api, engine
 from .ops import Precision, build_ops
-from .specs import load_hardware, load_model
+from .specs import load_model
+from .timemodel import impl_name
 
 KINDS = ("roofline", "latency-throughput", "memory", "kv", "speculative", "serving", "validation", "published")
 
@@ -46,7 +47,7 @@ def _title(model, hw, prec: Precision, extra="", mode=None, impl=None):
     wf, af, kf, _ = prec.formats()
     label = {"roofline": "\nmode roofline: the ideal bound (no real system is faster)",
              "simple": "\nmode simple: the lecture's memory-bound bound",
-             "achievable": f"\nmode achievable: an estimate of a good implementation ({impl or 'graphs'})"}.get(mode, "")
+             "achievable": f"\nmode achievable: an estimate of a good implementation ({impl_name(impl)})"}.get(mode, "")
     return f"{model} on {hw}: weights {wf.name}, KV {kf.name}" + (f", {extra}" if extra else "") + label
 
 
@@ -58,7 +59,7 @@ def roofline(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), co
     ideal bound) or below them (mode achievable, the estimate of a good implementation);
     several batch sizes form a trail."""
     plt = _plt()
-    api.check_mode(mode, impl, ("roofline", "achievable"))
+    impl = api.check_mode(mode, impl, ("roofline", "achievable"), sets)
     prec = api._prec(weights_dtype, kv_dtype, act_dtype)
     (m,), (hw,) = api.specs(model, hardware, sets)
     tm = engine.time_model(mode, hw, impl)
@@ -300,7 +301,7 @@ def serving(model="llama-2-13b", hardware="h100-sxm", requests=64, slots=8,
         ax.legend(loc="upper right", frameon=False, fontsize=7)
     axes[-1].set_xlabel("time (s)")
     what = ("step cost: roofline, the ideal bound" if mode == "roofline"
-            else f"step cost: achievable estimate ({impl or 'graphs'})")
+            else f"step cost: achievable estimate ({impl_name(impl)})")
     fig.suptitle(f"{model} on {hardware}: {requests} requests, outputs {output_len}; {what}")
     fig.tight_layout()
     return fig

@@ -316,6 +316,11 @@ class TimeModel:
         return out
 
 
+def impl_name(impl) -> str:
+    """The name an implementation profile is shown by (a catalog name or a path), whether given as a name or loaded."""
+    return str(getattr(impl, "key", None) or impl or DEFAULT_IMPL)
+
+
 def time_model(mode: str, hw: Hardware, impl=None) -> TimeModel | None:
     """The TimeModel of a mode (None for `simple`, the lecture's closed form)."""
     if mode == "achievable":

@@ -13,6 +13,7 @@ from .errors import SpecError
 from .formats import get_format, is_weight_only, known_formats
 from .ops import Precision, build_ops
 from .specs import Model, load_hardware, load_model, model_from_dict
+from .timemodel import impl_name
 
 # ---------------------------------------------------------------- formats and quantized layers
 _COMPONENT = (("norm", "norms"), ("embed", "embedding"), ("pos_embed", "embedding"), ("lm_head", "lm_head"), ("router", "router"),
@@ -83,7 +84,7 @@ def compare(models, hardware="h100-sxm", batch=(1, 64, 256), context=(1024, 8192
     B, S = _positive(batch, "--batch"), _positive(context, "--context")
     from .api import check_mode
 
-    check_mode(mode, impl)
+    impl = check_mode(mode, impl, sets=sets)
     ms, (hw,) = specs(models, hardware, sets)
     tables = []
     for m in ms:
@@ -103,7 +104,7 @@ def compare(models, hardware="h100-sxm", batch=(1, 64, 256), context=(1024, 8192
             r["max_batch_ratio"] = np.where(first["max_batch"] > 0, r["max_batch"] / np.maximum(first["max_batch"], 1), np.nan)
         cols = {k: r[k] for k in COMPARE_COLUMNS}
         if mode == "achievable":
-            cols["impl"] = impl or "graphs"
+            cols["impl"] = impl_name(impl)
         out.append(_flat(cols))
     return concat(out)
 
@@ -158,7 +159,7 @@ def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05
         (d, t), (hw,) = specs([draft, target], hardware, sets)
         from .api import check_mode
 
-        check_mode(mode, impl, ("roofline", "achievable"))
+        impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
         tm = engine.time_model(mode, hw, impl)
         step = lambda m, T: engine.roofline(build_ops(m, B, T, S, "decode", prec), hw, prec, tm=tm)["time"]  # noqa: E731
         t1 = float(step(t, 1.0))
@@ -169,7 +170,7 @@ def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05
         cols.update(draft=d.name, target=t.name, hardware=hw.key, batch=B, context=S, mode=mode, target_step_s=t1,
                     verify_cost=V)
         if mode == "achievable":
-            cols["impl"] = impl or "graphs"
+            cols["impl"] = impl_name(impl)
         gv = np.arange(1, 33, dtype=float)
         vfull = np.asarray(step(t, gv + 1.0), float) / t1
         bg, _ = best_gamma(A[:, :1, :], C[:, :1, :], vfull)  # (alpha, 1, c): best over gamma = 1..32

@@ -292,3 +292,11 @@ def test_a_bad_implementation_profile_exits_2_with_one_line(tmp_path, capsys):
         code = main(args)
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and expect in err[0], (argv, err)
+
+
+def test_a_profile_field_set_from_the_command_line_prices_the_step(capsys):
+    base = pm.decode("llama-2-13b", "h100-sxm", batch=1, mode="achievable")
+    slow = pm.decode("llama-2-13b", "h100-sxm", batch=1, mode="achievable", sets={"impl.step_overhead": "1 ms"})
+    assert float(slow.latency_s[0] - base.latency_s[0]) == pytest.approx(1e-3, rel=1e-9)
+    assert main(["decode", "--set", "impl.step_overhead=1ms"]) == 2  # a profile field needs the achievable mode
+    assert "--mode achievable" in capsys.readouterr().err

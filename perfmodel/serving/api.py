@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import SpecError
 from .scheduler import POLICIES, StepCost, simulate
-from ..timemodel import DEFAULT_IMPL
+from ..timemodel import impl_name
 from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, _whole, make_traffic
 
 
@@ -43,7 +43,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     """
     from ..api import check_mode, layout as _layout
 
-    check_mode(mode, impl, ("roofline", "achievable"))
+    impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
     pols = POLICIES if policy == "both" else (policy,)
     if policy != "both" and policy not in POLICIES:
         raise SpecError("--policy", None, f"must be static, continuous or both, got {policy!r}")
@@ -67,7 +67,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
         r.summary["throughput_tok_s"] *= R
         r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices, mode=mode)
         if mode == "achievable":
-            r.summary["impl"] = impl or DEFAULT_IMPL
+            r.summary["impl"] = impl_name(impl)
         if price is not None or energy or hw.price_per_hour:  # at the simulated throughput, all devices
             r.summary.update(economics({"throughput_tok_s": r.summary["throughput_tok_s"]}, hw, lay.devices, price,
                                        energy))
@@ -128,7 +128,7 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     blocks = [_whole(b, "--block-size") for b in blocks]
     from ..api import check_mode
 
-    check_mode(mode, impl, ("roofline", "achievable"))
+    impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
     cost = StepCost(m, hw, prec, cost_quantum, mode=mode, impl=impl)
     runs = [("contiguous", 0, "contiguous", True)]
     for b in blocks:
@@ -137,7 +137,7 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     for name, b, mgr, share in runs:
         s = simulate(m, hw, tr, "continuous", _slots(slots), mgr, b or 16, share, prefill, token_budget, prec,
                      cost=cost).summary
-        rows.append({"manager": name, "mode": mode, **({"impl": impl or DEFAULT_IMPL} if mode == "achievable" else {}), "block_size": b if b else math.nan, "requests": s["requests"],
+        rows.append({"manager": name, "mode": mode, **({"impl": impl_name(impl)} if mode == "achievable" else {}), "block_size": b if b else math.nan, "requests": s["requests"],
                      "peak_sequences": s["peak_running"], "mean_sequences": s["mean_running"],
                      "kv_capacity_bytes": s["kv_capacity_bytes"], "peak_reserved_bytes": s["peak_kv_reserved_bytes"],
                      "mean_used_bytes": s["mean_kv_used_bytes"], "mean_reserved_bytes": s["mean_kv_reserved_bytes"],
