@@ -3,6 +3,7 @@ profiles): each raises SpecError naming the file and the field."""
 from __future__ import annotations
 
 import math
+import unicodedata
 
 from .errors import SpecError
 from .units import parse_quantity
@@ -27,6 +28,9 @@ def _bool(v, where, fld):
 def _str(v, where, fld):
     if not isinstance(v, str) or not v.strip():
         raise SpecError(where, fld, f"must be a non-empty string, got {v!r}")
+    bad = [c for c in v if unicodedata.category(c) in ("Cc", "Cf") and c not in "\t"]
+    if bad:  # control characters and bidi/format controls (U+202E ...) would garble or disguise a name
+        raise SpecError(where, fld, f"has a control or bidi character {ascii(bad[0])}; write plain text")
     return v
 
 

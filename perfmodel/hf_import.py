@@ -102,10 +102,14 @@ def _short(v, n: int = 60) -> str:
 # ---------------------------------------------------------------- reading
 def read_config(path: str) -> dict:
     """The JSON object in `path`. Refuses NaN/Infinity literals, non-objects and absurd nesting."""
+    from .yamlio import MAX_BYTES
+
     p = Path(path).expanduser()
     if not p.is_file():
         raise SpecError(path, None, "no such file")
     try:
+        if p.stat().st_size > MAX_BYTES:
+            raise SpecError(path, None, f"is {p.stat().st_size:,} bytes; a config.json may be at most {MAX_BYTES:,} bytes")
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(path, None, f"cannot read file ({e.__class__.__name__})") from None

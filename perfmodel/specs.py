@@ -14,8 +14,10 @@ from pathlib import Path
 
 import yaml
 
+from . import yamlio
 from .efficiency import Achievable, Impl, achievable_from_dict, impl_from_dict, link_algorithms
 from .errors import SpecError
+from .yamlio import safe_yaml  # noqa: F401  (re-exported: the CLI reads --set values with it)
 from .fields import _bool, _check_keys, _choice, _int, _need, _qty, _str
 
 PKG = Path(__file__).resolve().parent
@@ -55,34 +57,32 @@ def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
     return p
 
 
-def safe_yaml(text: str):
-    """yaml.safe_load (no tags that run code), refusing anchors/aliases first: a spec never needs them,
-    and lists of aliases of lists expand exponentially when a value is printed ("billion laughs").
-    A nesting too deep for the parser is a YAMLError too."""
-    try:
-        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
-            if isinstance(tok, (yaml.tokens.AliasToken, yaml.tokens.AnchorToken)):
-                raise yaml.scanner.ScannerError(None, None, "anchors and aliases (&name, *name) are not allowed in specs",
-                                                tok.start_mark)
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise yaml.YAMLError("nested too deeply") from None
-
-
 def _read_yaml(path: Path, shown: str) -> dict:
+    """A spec file's mapping, parsed once per process (yamlio: duplicate keys, aliases and deep nesting
+    refused; larger than 1 MiB refused before reading)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        if path.stat().st_size > yamlio.MAX_BYTES:
+            raise SpecError(shown, None, f"is {path.stat().st_size:,} bytes; a spec file may be at most "
+                                         f"{yamlio.MAX_BYTES:,} bytes")
+        data = yamlio.read_cached(path, lambda p: _parse(p, shown))
+    except OSError as e:
         raise SpecError(shown, None, f"cannot read file ({e.__class__.__name__})") from None
-    try:
-        data = safe_yaml(text)  # SafeLoader: no code execution from specs
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError(shown, None, f"not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
         raise SpecError(shown, None, "expected a YAML mapping of field: value")
     return data
+
+
+def _parse(path: str, shown: str):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(shown, None, f"cannot read file ({e.__class__.__name__})") from None
+    try:
+        return safe_yaml(text)  # safe constructors only: no code execution from specs
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(shown, None, f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -437,16 +437,60 @@ def check_sets(sets: dict | None) -> None:
                             + "; implementation profile fields: impl.<field>")
 
 
+_OBJECTS: dict = {}  # (kind, ref, sets) -> (the files read and their stamps, the spec object)
+
+
+def _cached(kind: str, ref, sets, build):
+    """A spec object built once per process for a name or path and its --set overrides, rebuilt when any
+    file of its base chain changes (modification time or size)."""
+    try:
+        key = (kind, str(ref), repr(sorted((sets or {}).items())))
+    except TypeError:
+        return build()
+    hit = _OBJECTS.get(key)
+    if hit is not None and yamlio.unchanged(hit[0]):
+        return hit[1]
+    old, yamlio.TRACE = yamlio.TRACE, []
+    try:
+        obj = build()
+        stamps = tuple(yamlio.TRACE)
+    finally:
+        yamlio.TRACE = old
+    if stamps:
+        if len(_OBJECTS) > 4096:
+            _OBJECTS.clear()
+        _OBJECTS[key] = (stamps, obj)
+    return obj
+
+
 def load_hardware(ref, sets: dict | None = None) -> Hardware:
+    """A hardware spec by catalog name (`perfmodel list hardware`) or YAML path, in SI units.
+
+    sets: overrides {"memory_bandwidth": "4 TB/s", "achievable.hbm_efficiency": 0.9, ...} (model and
+    impl.* keys are ignored here). Raises SpecError naming the file and the field. Parsed once per
+    process and cached until the file changes."""
     if isinstance(ref, Hardware):
         return ref
-    data, path = load_raw(ref, "hardware")
     mine = _split_sets(sets, HARDWARE_FIELDS)
-    data = apply_overrides(data, mine, path)
-    return hardware_from_dict(data, _with_sets(path, mine), key=str(ref))
+
+    def build():
+        data, path = load_raw(ref, "hardware")
+        return hardware_from_dict(apply_overrides(data, mine, path), _with_sets(path, mine), key=str(ref))
+
+    return _cached("hardware", ref, mine, build)
 
 
 def load_model(ref, sets: dict | None = None) -> Model:
+    """A model spec by catalog name (`perfmodel list models`), YAML path or Hugging Face config.json.
+
+    sets: overrides {"n_kv_heads": 8, "moe.n_experts": 16, ...} (hardware keys are ignored here).
+    Raises SpecError naming the file and the field. Cached like load_hardware."""
+    if not isinstance(ref, Model):
+        return _cached("models", ref, _split_sets(sets, MODEL_FIELDS), lambda: _load_model(ref, sets))
+    return _load_model(ref, sets)
+
+
+def _load_model(ref, sets: dict | None = None) -> Model:
     if isinstance(ref, Model):
         mine = _split_sets(sets, MODEL_FIELDS)
         if mine:

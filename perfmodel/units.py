@@ -40,7 +40,8 @@ def _table() -> dict[str, tuple[str, float]]:
 
 
 UNITS = _table()
-_RX = re.compile(r"^\s*\$?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$")
+# ASCII digits only: "８０ GB" (full-width digits) is refused, not read as 80 GB
+_RX = re.compile(r"^\s*\$?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$", re.ASCII)
 
 
 def parse_quantity(text, dimension: str, allow_zero: bool = False) -> float:
