@@ -16,8 +16,15 @@ scale per `group2` first-level scales (double quantization). Sources of each lay
   so 4.127 bits.
 - mxfp4: OCP Microscaling Formats (MX) v1.0 spec: blocks of 32 FP4 (E2M1) elements sharing one
   8-bit E8M0 scale: 4 + 8/32 = 4.25 bits.
-- fp4 (NVFP4): blocks of 16 FP4 (E2M1) elements with one FP8 (E4M3) scale: 4 + 8/16 = 4.5 bits
-  (NVIDIA Blackwell; a per-tensor fp32 scale is negligible and not counted).
+- nvfp4: blocks of 16 FP4 (E2M1) elements with one FP8 (E4M3) scale, 4 + 8/16 = 4.5 bits, plus one
+  FP32 scale per tensor (NVIDIA, 'Introducing NVFP4 for Efficient and Accurate Low-Precision
+  Inference': 'a two-level scaling strategy ... a fine-grained E4M3 scaling factor ... applied to each
+  16-value micro-block ... a second-level FP32 scalar applied per tensor'). The per-tensor scale is
+  counted once per stored matrix (`matrix_bytes`), not in the bits per element. `fp4` is the same
+  layout under its older name (kept so existing specs and implementation profiles read the same).
+- mxfp6 (= fp6): OCP MX v1.0: blocks of 32 FP6 (E2M3 or E3M2) elements sharing one E8M0 scale:
+  6 + 8/32 = 6.25 bits. Blackwell datasheets list FP6 at the FP8 tensor rate ('FP8/FP6 Tensor Core'),
+  so it computes at the fp8 peak.
 """
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ class Format:
     scale2_bits: int = 0  # double quantization: one second-level scale ...
     group2: int = 0  # ... per group2 first-level scales
     note: str = ""
+    tensor_scale_bits: int = 0  # one more scale per stored matrix (NVFP4's per-tensor FP32 scale)
 
     def nbytes(self, n_elements, row: int | None = None):
         """Bytes to store n_elements laid out in rows of length `row` (needed for per-row scales)."""
@@ -48,6 +56,10 @@ class Format:
         scales = n_elements / self.group
         extra = (scales / self.group2) * self.scale2_bits / 8 if self.group2 else 0.0
         return data + scales * self.scale_bits / 8 + extra
+
+    def matrix_bytes(self, n_elements, row: int | None = None):
+        """Bytes of one stored matrix of n_elements: nbytes plus its per-tensor scale, if the format has one."""
+        return self.nbytes(n_elements, row) + self.tensor_scale_bits / 8
 
     def bits_per_element(self, row: int | None = None) -> float:
         return 8 * self.nbytes(1.0 * (row or self.group or 1), row) / (row or self.group or 1)
@@ -66,7 +78,14 @@ _FIXED = {
     "nf4-dq": Format("nf4-dq", 4, scale_bits=8, group=64, scale2_bits=32, group2=256, peak="bf16",
                      note="nf4 with double quantization of the absmax constants"),
     "mxfp4": Format("mxfp4", 4, scale_bits=8, group=32, peak="fp4", note="OCP MX: E2M1 x32 + E8M0 scale"),
-    "fp4": Format("fp4", 4, scale_bits=8, group=16, peak="fp4", note="NVFP4: E2M1 x16 + E4M3 scale"),
+    "nvfp4": Format("nvfp4", 4, scale_bits=8, group=16, peak="fp4", tensor_scale_bits=32,
+                    note="NVFP4: E2M1 x16 + E4M3 scale, + one FP32 scale per tensor"),
+    "fp4": Format("fp4", 4, scale_bits=8, group=16, peak="fp4", tensor_scale_bits=32,
+                  note="= nvfp4: E2M1 x16 + E4M3 scale, + one FP32 scale per tensor"),
+    "mxfp6": Format("mxfp6", 6, scale_bits=8, group=32, peak="fp8",
+                    note="OCP MX: E2M3/E3M2 x32 + E8M0 scale; the FP6 tensor rate is the FP8 one"),
+    "fp6": Format("fp6", 6, scale_bits=8, group=32, peak="fp8",
+                  note="= mxfp6: E2M3/E3M2 x32 + E8M0 scale; the FP6 tensor rate is the FP8 one"),
 }
 _GROUPED = re.compile(r"^(int4|int8)-g(\d+)(-zp)?$|^(int4)(-zp)?$")
 

@@ -153,6 +153,30 @@ def kv_read_len(T, S, W=None):
     return S if W is None else np.minimum(S, W + T - 1)
 
 
+def _chunk_prefix(n, C):
+    """sum_{p=1}^{n} (((p-1) mod C) + 1): the (query, key) pairs of the first n positions under chunked
+    attention, n = qC + r: q full chunks of C(C+1)/2 pairs and a partial one of r(r+1)/2."""
+    n = np.maximum(n, 0)
+    q = np.floor(n / C)
+    r = n - q * C
+    return q * C * (C + 1) / 2 + r * (r + 1) / 2
+
+
+def chunk_pairs(T, S, C, causal_skip=True):
+    """(query, key) pairs per sequence under chunked local attention (Llama 4): the query at position p
+    (1-based) sees the keys of its own chunk, floor((p-1)/C)*C + 1 .. p. Queries S-T+1..S:
+    F(S) - F(S-T) with F = _chunk_prefix. causal_skip=False: the T x keys-read rectangle."""
+    if not causal_skip:
+        return T * chunk_read_len(T, S, C)
+    return _chunk_prefix(S, C) - _chunk_prefix(S - T, C)
+
+
+def chunk_read_len(T, S, C):
+    """Keys T queries at positions S-T+1..S read under chunks of C: from the first query's chunk start
+    to S, i.e. S - floor((S-T)/C)*C; one query (decode) reads ((S-1) mod C) + 1."""
+    return np.maximum(S - np.floor(np.maximum(S - T, 0) / C) * C, 0)
+
+
 def _touched(E, k, M):
     """Expected distinct experts hit by M tokens routing to k of E each, uniformly."""
     if E == k:
@@ -182,6 +206,14 @@ class _Builder:
         self.causal_skip = causal_skip
         self.ops: list[Op] = []
 
+    def fmt(self, group: str) -> Format:
+        """The stored format of a tensor group: the one the model spec pins (weight_formats), else the
+        precision's weights format (attention, MLP, experts) or its 16-bit format (router, embeddings, head)."""
+        pinned = self.m.weight_format(group)
+        if pinned:
+            return get_format(pinned)
+        return self.hf if group in ("router", "embed", "lm_head") else self.wf
+
     def add(self, *a, **kw) -> Op:
         op = Op(*a, **kw)
         self.ops.append(op)
@@ -201,7 +233,7 @@ class _Builder:
         """rows x d_in times n_mats matrices (d_in x d_out) held by `instances` copies (experts),
         of which `touched` are read. kv_out: output columns that go to the KV cache."""
         fmt = fmt or self.wf
-        w = n_mats * (fmt.nbytes(d_in * d_out, row=d_in) + (d_out * self.hb if bias else 0))
+        w = n_mats * (fmt.matrix_bytes(d_in * d_out, row=d_in) + (d_out * self.hb if bias else 0))
         p = n_mats * (d_in * d_out + (d_out if bias else 0))
         out_cols = n_mats * d_out - kv_out
         op = self.add(name, g, n, MATMUL, flops=2.0 * rows * d_in * d_out * n_mats, w_read=w * touched,
@@ -223,14 +255,31 @@ class _Builder:
         return self.vector(name, g, n, rows * width, 7 if ln else 4, params=(2 if ln else 1) * width)
 
     # -- attention ---------------------------------------------------------------------
-    def attention_core(self, g, n, W, Nq, dqk, dv, kv_bytes_k, kv_bytes_v, from_cache=True, group=1.0):
+    def _pairs(self, W, C):
+        """(query, key) pairs per sequence of this step: causal (window W) or chunked (C)."""
+        skip = self.causal_skip and not self.unfused
+        return (chunk_pairs(self.T, self.S, C, skip) if C else causal_pairs(self.T, self.S, W, skip))
+
+    def _klen(self, W, C):
+        """Keys per sequence this step reads: S, the window's last W+T-1, or the current chunks."""
+        return chunk_read_len(self.T, self.S, C) if C else kv_read_len(self.T, self.S, W)
+
+    def _kept(self, W, C):
+        """Tokens a layer keeps in its cache at context S: all S, or at most W (window) or C (chunk): a
+        chunked layer needs only its current chunk, but a cache holds C to let the chunk fill (HF's
+        chunked cache keeps a window of attention_chunk_size; a reservation must hold the full chunk)."""
+        lim = W if W is not None else C
+        return self.S if lim is None else np.minimum(self.S, lim)
+
+    def attention_core(self, g, n, W, Nq, dqk, dv, kv_bytes_k, kv_bytes_v, from_cache=True, group=1.0, C=None):
         """Scores and weighted sum for Nq heads of width dqk (scores) and dv (values).
 
         kv_bytes_k/v: bytes per key token per sequence of the K and V read (shared heads counted once).
+        W: sliding window (L layers); C: attention chunk (C layers).
         """
-        B, T, S = self.B, self.T, self.S
-        pairs = causal_pairs(T, S, W, self.causal_skip and not self.unfused)
-        klen = kv_read_len(T, S, W)
+        B, T = self.B, self.T
+        pairs = self._pairs(W, C)
+        klen = self._klen(W, C)
         k_read, v_read = B * klen * kv_bytes_k, B * klen * kv_bytes_v
         rd = {"kv_read": k_read} if from_cache else {"act_read": k_read}
         qk = self.add("attn_qk", g, n, ATTENTION, flops=2.0 * B * pairs * Nq * dqk, **rd)
@@ -245,17 +294,21 @@ class _Builder:
             sm = Op("attn_softmax", g, n, VECTOR, flops=5.0 * scores, act_read=scores * self.ab, act_write=scores * self.ab)
             self.ops.insert(len(self.ops) - 1, sm)  # between QK^T and AV
             av.act_read = av.act_read + scores * self.ab
+        return qk, av
 
     def attention_block(self, g, n, kind, owner):
         m, M, ab = self.m, self.M, self.ab
         N, K, H, D = self.N, self.K, m.H, m.D
         W = m.sliding_window if kind == "L" else None
+        C = m.attention_chunk if kind == "C" else None
         bias = m.qkv_bias or m.linear_bias
+        fa = self.fmt("attention")
         if m.mla:
-            return self.mla_block(g, n, W)
+            return self.mla_block(g, n, W, C)
         Kown = K if owner else 0
+        rope = m.position == "rope" and kind not in m.nope_kinds
         if kind == "R":  # linear attention / SSM: K, V update a fixed state instead of a cache
-            self.matmul("qkv_proj", g, n, M, D, (N + 2 * K) * H, bias=bias)
+            self.matmul("qkv_proj", g, n, M, D, (N + 2 * K) * H, bias=bias, fmt=fa)
             state = m.linear_state or K * H * H
             self.add("linear_attn", g, n, ATTENTION, flops=2.0 * M * state * (1 + N / K),
                      act_read=M * (N + 2 * K) * H * ab, act_write=M * N * H * ab,
@@ -263,63 +316,77 @@ class _Builder:
                      kv_stored=state * self.kb + 0 * self.S)
         else:
             # fused QKV projection; the K, V columns are written straight into the cache
-            qkv = self.matmul("qkv_proj", g, n, M, D, (N + 2 * Kown) * H, bias=bias, kv_out=2 * Kown * H)
-            if owner:  # 2 (K and V) * K heads * H * bytes per cached token, min(S, W) tokens kept
-                qkv.kv_stored = 2 * K * H * self.kb * (self.S if W is None else np.minimum(self.S, W))
-            if m.position == "rope":  # rotate q and the new k
+            qkv = self.matmul("qkv_proj", g, n, M, D, (N + 2 * Kown) * H, bias=bias, kv_out=2 * Kown * H, fmt=fa)
+            if owner:  # 2 (K and V) * K heads * H * bytes per cached token, min(S, W or C) tokens kept
+                qkv.kv_stored = 2 * K * H * self.kb * self._kept(W, C)
+            if m.qk_norm == "rmsnorm":  # Qwen3, Gemma 3: RMSNorm over each head's H of q and k, one weight of H each
+                self.vector("qk_norm", g, n, M * (N + Kown) * H, 4, params=H * (1 + (1 if owner else 0)))
+            elif m.qk_norm == "l2" and rope:  # Llama 4: weightless L2 norm of q and k, on its RoPE layers only
+                self.vector("qk_norm", g, n, M * (N + Kown) * H, 3)
+            if rope:  # rotate q and the new k (NoPE layers skip it)
                 self.vector("rope", g, n, M * (N + Kown) * H, 3)
-            self.attention_core(g, n, W, N, H, H, K * H * self.kb, K * H * self.kb, group=N / K)
-        self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias)
+            qk, _ = self.attention_core(g, n, W, N, H, H, K * H * self.kb, K * H * self.kb, group=N / K, C=C)
+            if m.attention_sinks:  # gpt-oss: one learned logit per head joins each softmax's denominator
+                qk.params = N  # read by the attention kernel with Q; ~2 FLOP (exp, add) per query row and head
+                qk.w_read = qk.w_stored = N * self.hb
+                qk.wfmt = self.hf.name
+                qk.flops = qk.flops + 2.0 * M * N
+        self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias or m.o_bias, fmt=fa)
         self.allreduce("allreduce_attn", g, n, M * D)
 
-    def mla_block(self, g, n, W):
+    def mla_block(self, g, n, W, C=None):
         """DeepSeek MLA. Cache: latent r + RoPE key d_r per token. Decode uses the absorbed form
         (attention over the latent, W_UK folded into q, W_UV applied after); prefill materialises
         per-head K, V from the latent (the usual split in DeepSeek / vLLM kernels)."""
         m, M, a = self.m, self.M, self.m.mla
+        fa = self.fmt("attention")
         # heads split over tp; the latent (and its cache) is per token, so every tp device keeps it
         N, D, r, dr, dn, dv = self.N, m.D, a.kv_lora_rank, a.rope_dim, a.nope_dim, a.v_head_dim
         if a.q_lora_rank:
-            self.matmul("q_a_proj", g, n, M, D, a.q_lora_rank)
+            self.matmul("q_a_proj", g, n, M, D, a.q_lora_rank, fmt=fa)
             self.norm("q_a_norm", g, n, M, a.q_lora_rank)
-            self.matmul("q_b_proj", g, n, M, a.q_lora_rank, N * (dn + dr))
+            self.matmul("q_b_proj", g, n, M, a.q_lora_rank, N * (dn + dr), fmt=fa)
         else:
-            self.matmul("q_proj", g, n, M, D, N * (dn + dr))
-        kva = self.matmul("kv_a_proj", g, n, M, D, r + dr, kv_out=r + dr)
-        kva.kv_stored = (r + dr) * self.kb * (self.S if W is None else np.minimum(self.S, W))
+            self.matmul("q_proj", g, n, M, D, N * (dn + dr), fmt=fa)
+        kva = self.matmul("kv_a_proj", g, n, M, D, r + dr, kv_out=r + dr, fmt=fa)
+        kva.kv_stored = (r + dr) * self.kb * self._kept(W, C)
         self.norm("kv_a_norm", g, n, M, r)
         self.vector("rope", g, n, M * (N + 1) * dr, 3)
         if self.phase == "decode":
-            self.matmul("mla_q_absorb", g, n, M * N, dn, r, touched=N, instances=N)  # q_nope . W_UK per head
-            self.attention_core(g, n, W, N, r + dr, r, (r + dr) * self.kb, 0.0, group=N)  # latent read once
-            self.matmul("mla_v_up", g, n, M * N, r, dv, touched=N, instances=N)  # . W_UV per head
+            self.matmul("mla_q_absorb", g, n, M * N, dn, r, touched=N, instances=N, fmt=fa)  # q_nope . W_UK per head
+            self.attention_core(g, n, W, N, r + dr, r, (r + dr) * self.kb, 0.0, group=N, C=C)  # latent read once
+            self.matmul("mla_v_up", g, n, M * N, r, dv, touched=N, instances=N, fmt=fa)  # . W_UV per head
         else:
-            B, S = self.B, self.S
-            up = self.matmul("mla_kv_up", g, n, B * kv_read_len(self.T, S, W), r, N * (dn + dv))
-            up.act_read = up.act_read + B * kv_read_len(self.T, S, W) * dr * self.ab  # shared rope key
-            self.attention_core(g, n, W, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False)
-        self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias)
+            B, klen = self.B, self._klen(W, C)
+            up = self.matmul("mla_kv_up", g, n, B * klen, r, N * (dn + dv), fmt=fa)
+            up.act_read = up.act_read + B * klen * dr * self.ab  # shared rope key
+            self.attention_core(g, n, W, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False,
+                                C=C)
+        self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias or m.o_bias, fmt=fa)
         self.allreduce("allreduce_attn", g, n, M * D)
 
     # -- MLP ---------------------------------------------------------------------------
-    def mlp(self, g, n, F, prefix="mlp", E=1, touched=1.0, rows=None):
-        """A dense MLP (E = 1) or E local experts, d_ff split over tp; rows: token-expert pairs."""
+    def mlp(self, g, n, F, prefix="mlp", E=1, touched=1.0, rows=None, bias=None, group="mlp"):
+        """A dense MLP (E = 1) or E local experts, d_ff split over tp; rows: token-expert pairs.
+        bias: biases on its matrices (default: the model's linear_bias); group: the tensor group whose
+        stored format it takes (mlp, experts, shared_expert)."""
         m, D = self.m, self.m.D
         rows = self.M if rows is None else rows
         F = F / self.tp
-        b = m.linear_bias
+        b = m.linear_bias if bias is None else bias
+        f = self.fmt(group)
         if m.mlp == "gated":  # SwiGLU: up and gate (2 matrices), SiLU(gate)*up, down: 3 matrices
-            self.matmul(f"{prefix}_up_gate", g, n, rows, D, F, n_mats=2, bias=b, touched=touched, instances=E)
+            self.matmul(f"{prefix}_up_gate", g, n, rows, D, F, n_mats=2, bias=b, touched=touched, instances=E, fmt=f)
             self.vector(f"{prefix}_act", g, n, rows * F, 5, reads=2)
         else:  # GELU MLP: 2 matrices
-            self.matmul(f"{prefix}_up", g, n, rows, D, F, bias=b, touched=touched, instances=E)
+            self.matmul(f"{prefix}_up", g, n, rows, D, F, bias=b, touched=touched, instances=E, fmt=f)
             self.vector(f"{prefix}_act", g, n, rows * F, 8)
-        self.matmul(f"{prefix}_down", g, n, rows, F, D, bias=b, touched=touched, instances=E)
+        self.matmul(f"{prefix}_down", g, n, rows, F, D, bias=b, touched=touched, instances=E, fmt=f)
 
     def moe(self, g, n):
         e, M, D, ep = self.m.moe, self.M, self.m.D, self.ep
-        r = self.matmul("router", g, n, M, D, e.n_experts, fmt=self.hf)
-        if e.router_bias:
+        r = self.matmul("router", g, n, M, D, e.n_experts, fmt=self.fmt("router"))
+        if e.router_bias:  # a bias per expert (DeepSeek-V3's e_score_correction_bias, gpt-oss's router bias)
             r.params += e.n_experts
             r.w_stored += e.n_experts * self.hb
             r.w_read += e.n_experts * self.hb
@@ -330,38 +397,47 @@ class _Builder:
         msg = M * e.n_active * D * self.ab  # ... and come back 16-bit
         # E/ep experts here; all Mg tokens of the replica route uniformly, so Mg*k/ep token-expert pairs
         self.mlp(g, n, e.d_ff_expert, "expert", E=e.n_experts / ep, rows=self.Mg * e.n_active / ep,
-                 touched=_touched(e.n_experts, e.n_active, self.Mg) / ep)
+                 touched=_touched(e.n_experts, e.n_active, self.Mg) / ep, bias=e.expert_bias or self.m.linear_bias,
+                 group="experts")
         if ep > 1:
             self.add("alltoall_combine", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1, link="ep",
                      coll="alltoall", msg=msg, peers=ep)
         if e.n_shared:
-            self.mlp(g, n, e.n_shared * e.d_ff_expert, "shared_expert")
+            self.mlp(g, n, e.n_shared * e.d_ff_expert, "shared_expert", group="shared_expert")
+            if e.shared_gate:  # Qwen2-MoE: sigmoid(x W_g) scales the shared expert's output, W_g a D x 1 matrix
+                self.matmul("shared_expert_gate", g, n, M, D, 1, fmt=self.fmt("router"))
 
     # -- whole model -------------------------------------------------------------------
     def build(self) -> list[Op]:
         m, M, D, B = self.m, self.M, self.m.D, self.B
-        hf, V = self.hf, m.V / self.tp  # vocab-parallel embedding and LM head
-        emb = self.add("embed", "", 1, VECTOR, w_read=np.minimum(M, V) * D * self.hb,
-                       act_write=M * D * self.ab, params=V * D, w_stored=hf.nbytes(V * D, row=D), wfmt=hf.name)
+        V = m.V / self.tp  # vocab-parallel embedding and LM head
+        fe = self.fmt("embed")
+        emb = self.add("embed", "", 1, VECTOR, w_read=np.minimum(M, V) * D * fe.bits / 8,
+                       act_write=M * D * self.ab, params=V * D, w_stored=fe.matrix_bytes(V * D, row=D), wfmt=fe.name)
         emb.flops = 0.0 * M
         self.allreduce("allreduce_embed", "", 1, M * D)
         if m.position == "learned":
             self.add("pos_embed", "", 1, VECTOR, flops=M * D, w_read=M * D * self.hb, act_read=M * D * self.ab,
                      act_write=M * D * self.ab, params=m.max_context * D, w_stored=m.max_context * D * self.hb,
-                     wfmt=hf.name)
+                     wfmt=self.hf.name)
+        post = m.norms_per_layer == 4  # Gemma 2/3: a norm after attention and after the MLP too
         for g, n, kind, is_moe, owner in layer_groups(m):
             n = n * self.share if self.share != 1 else n  # this pipeline stage's share of the layers
             self.norm("attn_norm", g, n, M, D)
             self.attention_block(g, n, kind, owner)
+            if post:
+                self.norm("post_attn_norm", g, n, M, D)
             self.vector("residual", g, n, M * D, 1, reads=2)
             self.norm("mlp_norm", g, n, M, D)
             self.moe(g, n) if is_moe else self.mlp(g, n, m.F)
             if self.tp > 1:
                 self.allreduce("allreduce_mlp", g, n, M * D)
+            if post:
+                self.norm("post_mlp_norm", g, n, M, D)
             self.vector("residual", g, n, M * D, 1, reads=2)
         self.norm("final_norm", "", 1, M, D)
         rows = B if self.phase == "prefill" else M
-        head = self.matmul("lm_head", "", 1, rows, D, V, fmt=hf)
+        head = self.matmul("lm_head", "", 1, rows, D, V, fmt=fe if m.tied_embeddings else self.fmt("lm_head"))
         if m.tied_embeddings:  # same matrix as the embedding: read again, stored once
             head.params, head.w_stored = 0, 0.0
         if self.tp > 1:  # gather the vocab shards of the logits
@@ -377,13 +453,12 @@ def layer_groups(m: Model):
     Yields (label, count, kind, is_moe, kv_owner).
     """
     kinds = m.layer_kinds()
-    first_dense = m.moe.first_dense_layers if m.moe else m.n_layers
-    sig = [(kinds[i], i >= first_dense, i % m.kv_share == 0) for i in range(m.n_layers)]
+    sig = [(kinds[i], bool(m.moe and m.moe.is_moe(i)), i % m.kv_share == 0) for i in range(m.n_layers)]
     counts: dict = {}
     for s in sig:
         counts[s] = counts.get(s, 0) + 1
     several = len(counts) > 1
-    names = {"G": "global", "L": "local", "R": "linear"}
+    names = {"G": "global", "L": "local", "R": "linear", "C": "chunked"}
     for (kind, is_moe, owner), n in counts.items():
         parts = []
         if len({s[0] for s in sig}) > 1:
@@ -447,3 +522,20 @@ def check_layout(m: Model, lay: Layout) -> None:
 def param_count(model: Model) -> int:
     """Parameters, summed over the op list (each op owns the weights it reads)."""
     return int(sum(op.params * op.count for op in build_ops(model, 1, 1, 1, "decode")))
+
+
+def active_param_count(model: Model, input_embedding: bool = True) -> int:
+    """Parameters one token uses, summed over the same op list: every op's parameters, the routed
+    experts' times k/E (k of E experts per token), and, with input_embedding=False (DeepSeek's, Moonshot's
+    and OpenAI's convention), without the input embedding table, of which a token reads one row (a tied
+    table stays: the LM head reads all of it). A dense model's active count is its parameter count."""
+    e = model.moe
+    total = 0
+    for op in build_ops(model, 1, 1, 1, "decode"):
+        p = op.params * op.count
+        if e and op.name.startswith("expert_"):  # routed experts: params = per-expert matrices x E (exact)
+            p = p // e.n_experts * e.n_active
+        if op.name == "embed" and not input_embedding and not model.tied_embeddings:
+            p = 0
+        total += p
+    return int(total)

@@ -17,6 +17,7 @@ import yaml
 from . import yamlio
 from .efficiency import Achievable, Impl, achievable_from_dict, impl_from_dict, link_algorithms
 from .errors import SpecError
+from .formats import get_format
 from .yamlio import safe_yaml  # noqa: F401  (re-exported: the CLI reads --set values with it)
 from .fields import _bool, _check_keys, _choice, _int, _need, _qty, _str
 
@@ -240,8 +241,15 @@ def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
 
 # ---------------------------------------------------------------- model
 _MLA_KEYS = {"kv_lora_rank", "rope_dim", "nope_dim", "v_head_dim", "q_lora_rank"}
-_MOE_KEYS = {"n_experts", "n_active", "n_shared", "d_ff_expert", "first_dense_layers", "router_bias"}
-_PUB_KEYS = {"value", "source", "tolerance"}
+_MOE_KEYS = {"n_experts", "n_active", "n_shared", "d_ff_expert", "first_dense_layers", "router_bias", "layer_pattern",
+             "shared_gate", "expert_bias"}
+_PUB_KEYS = {"value", "source", "tolerance", "excluded", "excluded_what"}
+_ACTIVE_KEYS = {"value", "source", "tolerance", "input_embedding"}
+# tensor groups whose stored format a model spec can pin (weight_formats: {experts: mxfp4}); the op list reads
+# each matmul's format from its group (docs/specs.md, Model)
+WEIGHT_GROUPS = ("attention", "mlp", "experts", "shared_expert", "router", "embed", "lm_head")
+LAYER_KINDS = "GLRC"  # global, local (sliding window), linear attention / SSM, chunked local attention
+QK_NORMS = ("rmsnorm", "l2")
 
 
 @dataclass(frozen=True)
@@ -260,7 +268,15 @@ class MoE:
     d_ff_expert: int  # F_e
     n_shared: int = 0  # always-active shared experts of width F_e
     first_dense_layers: int = 0  # leading layers with a dense MLP of width d_ff
-    router_bias: bool = False  # a per-expert bias parameter in the router (DeepSeek-V3)
+    router_bias: bool = False  # a per-expert bias parameter in the router (DeepSeek-V3, gpt-oss)
+    layer_pattern: str = "M"  # repeated over the layers after the leading dense ones: M MoE, D dense (Llama 4 Maverick: DM)
+    shared_gate: bool = False  # a D x 1 sigmoid gate on the shared expert's output (Qwen2-MoE)
+    expert_bias: bool = False  # biases on every expert matrix (gpt-oss)
+
+    def is_moe(self, i: int) -> bool:
+        """Layer i (0-based) has the MoE block: after the leading dense layers, where the pattern says M."""
+        p = self.layer_pattern
+        return i >= self.first_dense_layers and p[i % len(p)] == "M"
 
 
 @dataclass(frozen=True)
@@ -280,17 +296,30 @@ class Model:
     tied_embeddings: bool = False
     qkv_bias: bool = False
     linear_bias: bool = False
+    o_bias: bool = False  # a bias on the attention output projection (attention_bias in Llama / gpt-oss configs)
     norm: str = "rmsnorm"
+    norms_per_layer: int = 2  # 2: pre-attention and pre-MLP; 4: also after attention and after the MLP (Gemma 2/3)
+    qk_norm: str | None = None  # per-head norm of q and k before RoPE: rmsnorm (weight of H each: Qwen3, Gemma 3), l2 (none: Llama 4)
     position: str = "rope"
+    nope_kinds: str = ""  # layer kinds that use no position encoding (Llama 4: G, its global layers are NoPE)
     sliding_window: int | None = None  # W for 'L' layers
-    layer_pattern: str = "G"  # repeated over layers: G global, L local (window W), R linear/SSM
+    attention_chunk: int | None = None  # C for 'C' layers: a query sees the keys of its own chunk of C tokens (Llama 4)
+    layer_pattern: str = "G"  # repeated over layers: G global, L local (window W), C chunked (C), R linear/SSM
+    attention_sinks: bool = False  # one learned logit per head per layer joins each softmax (gpt-oss)
     kv_share: int = 1  # CLA: consecutive layers sharing one KV
     linear_state: int | None = None  # elements of fixed state per 'R' layer per sequence
     mla: MLA | None = None
     moe: MoE | None = None
+    weight_formats: tuple = ()  # ((group, format), ...): stored formats pinned per tensor group (gpt-oss: experts mxfp4)
     published_params: int | None = None
     published_tolerance: float = 0.0
     published_source: str = ""
+    published_excluded: int = 0  # parameters of the published total this spec does not model (a vision tower)
+    published_excluded_what: str = ""
+    published_active: int | None = None  # published active (per token) parameters of a MoE model
+    published_active_tolerance: float = 0.0
+    published_active_source: str = ""
+    published_active_input_embedding: bool = True  # whether that figure counts the input embedding table
     source: str = ""
     description: str = ""
     key: str = ""
@@ -305,9 +334,13 @@ class Model:
     F = property(lambda s: s.d_ff)
 
     def layer_kinds(self) -> str:
-        """One character per layer: G, L or R."""
+        """One character per layer: G, L, C or R."""
         p = self.layer_pattern
         return (p * (self.n_layers // len(p) + 1))[: self.n_layers]
+
+    def weight_format(self, group: str) -> str | None:
+        """The format pinned for a tensor group (WEIGHT_GROUPS), or None (the precision's weights format)."""
+        return dict(self.weight_formats).get(group)
 
     def replace(self, **kw) -> "Model":
         """A modified copy, validated like a file would be."""
@@ -318,19 +351,44 @@ def _model_to_dict(m: Model) -> dict:
     d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
     d["mla"] = dataclasses.asdict(m.mla) if m.mla else None
     d["moe"] = dataclasses.asdict(m.moe) if m.moe else None
-    d["published_params"] = ({"value": m.published_params, "source": m.published_source,
-                              "tolerance": m.published_tolerance} if m.published_params else None)
+    d["weight_formats"] = dict(m.weight_formats) or None
+    pub = None
+    if m.published_params:
+        pub = {"value": m.published_params, "source": m.published_source, "tolerance": m.published_tolerance}
+        if m.published_excluded:
+            pub.update(excluded=m.published_excluded, excluded_what=m.published_excluded_what)
+    active = ({"value": m.published_active, "source": m.published_active_source,
+               "tolerance": m.published_active_tolerance, "input_embedding": m.published_active_input_embedding}
+              if m.published_active else None)
     key = d.pop("key")
     d["source"] = d["source"] or "code"
-    d = {k: v for k, v in d.items() if v is not None and not (k == "published_tolerance" or k == "published_source")}
+    d = {k: v for k, v in d.items() if v is not None and not k.startswith("published_")}
+    for k, v in (("published_params", pub), ("published_active_params", active)):
+        if v is not None:
+            d[k] = v
     d["_key"] = key
     return d
 
 
 _MODEL_INT = ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_context")
 _MODEL_ALLOWED = {"name", "source", "description", *_MODEL_INT, "n_kv_heads", "head_dim", "mlp",
-                  "tied_embeddings", "qkv_bias", "linear_bias", "norm", "position", "sliding_window",
-                  "layer_pattern", "kv_share", "linear_state", "mla", "moe", "published_params"}
+                  "tied_embeddings", "qkv_bias", "linear_bias", "o_bias", "norm", "norms_per_layer", "qk_norm",
+                  "position", "nope_kinds", "sliding_window", "attention_chunk", "layer_pattern", "attention_sinks",
+                  "kv_share", "linear_state", "mla", "moe", "weight_formats", "published_params",
+                  "published_active_params"}
+
+
+def _published(pub, where: str, fld: str, keys: set) -> dict:
+    """{value, source, tolerance, ...} of a published count, checked."""
+    if not isinstance(pub, dict):
+        raise SpecError(where, fld, "must be {value: N, source: '...', tolerance: 0}")
+    _check_keys(pub, keys, where, f"{fld}.")
+    _need(pub, ["value", "source"], where, f"{fld}.")
+    tol = pub.get("tolerance", 0)
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0 <= tol < 1):
+        raise SpecError(where, f"{fld}.tolerance", f"must be a number in [0, 1), got {tol!r}")
+    return {"value": _int(pub["value"], where, f"{fld}.value"), "source": _str(pub["source"], where, f"{fld}.source"),
+            "tolerance": float(tol)}
 
 
 def model_from_dict(data: dict, where: str, key: str = "") -> Model:
@@ -354,19 +412,33 @@ def model_from_dict(data: dict, where: str, key: str = "") -> Model:
     kw["mlp"] = _choice(data.get("mlp", "gated"), where, "mlp", ("gated", "plain"))
     kw["norm"] = _choice(data.get("norm", "rmsnorm"), where, "norm", ("rmsnorm", "layernorm"))
     kw["position"] = _choice(data.get("position", "rope"), where, "position", ("rope", "learned", "none"))
-    for b in ("tied_embeddings", "qkv_bias", "linear_bias"):
+    for b in ("tied_embeddings", "qkv_bias", "linear_bias", "o_bias", "attention_sinks"):
         kw[b] = _bool(data.get(b, False), where, b)
+    kw["norms_per_layer"] = _int(data.get("norms_per_layer", 2), where, "norms_per_layer")
+    if kw["norms_per_layer"] not in (2, 4):
+        raise SpecError(where, "norms_per_layer", f"must be 2 (pre-norms) or 4 (pre- and post-norms), got "
+                                                  f"{kw['norms_per_layer']}")
+    if data.get("qk_norm") is not None:
+        kw["qk_norm"] = _choice(data["qk_norm"], where, "qk_norm", QK_NORMS)
     for s in ("name", "source"):
         kw[s] = _str(data[s], where, s)
     kw["description"] = str(data.get("description") or "")
-    if data.get("sliding_window") is not None:
-        kw["sliding_window"] = _int(data["sliding_window"], where, "sliding_window")
+    for w in ("sliding_window", "attention_chunk"):
+        if data.get(w) is not None:
+            kw[w] = _int(data[w], where, w)
     pat = data.get("layer_pattern", "L" if kw.get("sliding_window") else "G")
-    if not isinstance(pat, str) or not pat or set(pat) - set("GLR"):
-        raise SpecError(where, "layer_pattern", f"must be a string of G (global), L (local), R (linear); got {pat!r}")
+    if not isinstance(pat, str) or not pat or set(pat) - set(LAYER_KINDS):
+        raise SpecError(where, "layer_pattern", "must be a string of G (global), L (local, sliding window), "
+                                                f"C (chunked local), R (linear); got {pat!r}")
     if "L" in pat and not kw.get("sliding_window"):
         raise SpecError(where, "sliding_window", "layer_pattern has local (L) layers but no sliding_window")
+    if "C" in pat and not kw.get("attention_chunk"):
+        raise SpecError(where, "attention_chunk", "layer_pattern has chunked (C) layers but no attention_chunk")
     kw["layer_pattern"] = pat
+    nope = data.get("nope_kinds", "")
+    if not isinstance(nope, str) or set(nope) - set(LAYER_KINDS):
+        raise SpecError(where, "nope_kinds", f"must be a string of layer kinds (G, L, C, R) without RoPE; got {nope!r}")
+    kw["nope_kinds"] = "".join(sorted(set(nope)))
     kw["kv_share"] = _int(data.get("kv_share", 1), where, "kv_share")
     if kw["kv_share"] > kw["n_layers"]:
         raise SpecError(where, "kv_share", f"cannot exceed n_layers ({kw['n_layers']})")
@@ -384,36 +456,68 @@ def model_from_dict(data: dict, where: str, key: str = "") -> Model:
                         q_lora_rank=None if m.get("q_lora_rank") is None else _int(m["q_lora_rank"], where, "mla.q_lora_rank"))
         if "R" in pat:
             raise SpecError(where, "mla", "MLA cannot be combined with linear (R) layers")
+        for k in ("qk_norm", "attention_sinks"):
+            if kw.get(k):
+                raise SpecError(where, k, "is not modelled for MLA attention")
     if data.get("moe") is not None:
-        m = data["moe"]
-        if not isinstance(m, dict):
-            raise SpecError(where, "moe", "must be a mapping")
-        _check_keys(m, _MOE_KEYS, where, "moe.")
-        _need(m, ["n_experts", "n_active"], where, "moe.")
-        moe = MoE(n_experts=_int(m["n_experts"], where, "moe.n_experts"),
-                  n_active=_int(m["n_active"], where, "moe.n_active"),
-                  d_ff_expert=_int(m.get("d_ff_expert", kw["d_ff"]), where, "moe.d_ff_expert"),
-                  n_shared=_int(m.get("n_shared", 0), where, "moe.n_shared", 0),
-                  first_dense_layers=_int(m.get("first_dense_layers", 0), where, "moe.first_dense_layers", 0),
-                  router_bias=_bool(m.get("router_bias", False), where, "moe.router_bias"))
-        if moe.n_active > moe.n_experts:
-            raise SpecError(where, "moe.n_active", f"({moe.n_active}) exceeds moe.n_experts ({moe.n_experts})")
-        if moe.first_dense_layers >= kw["n_layers"]:
-            raise SpecError(where, "moe.first_dense_layers", "leaves no MoE layer")
-        kw["moe"] = moe
+        kw["moe"] = _moe_from_dict(data["moe"], where, kw)
+    wf = data.get("weight_formats")
+    if wf is not None:
+        if not isinstance(wf, dict):
+            raise SpecError(where, "weight_formats", f"must be a mapping of tensor group: format ({', '.join(WEIGHT_GROUPS)})")
+        _check_keys(wf, WEIGHT_GROUPS, where, "weight_formats.")
+        pinned = []
+        for g in WEIGHT_GROUPS:
+            if wf.get(g) is None:
+                continue
+            try:
+                pinned.append((g, get_format(wf[g]).name))
+            except ValueError as e:
+                raise SpecError(where, f"weight_formats.{g}", str(e)) from None
+        kw["weight_formats"] = tuple(pinned)
     pub = data.get("published_params")
     if pub is not None:
-        if not isinstance(pub, dict):
-            raise SpecError(where, "published_params", "must be {value: N, source: '...', tolerance: 0}")
-        _check_keys(pub, _PUB_KEYS, where, "published_params.")
-        _need(pub, ["value", "source"], where, "published_params.")
-        kw["published_params"] = _int(pub["value"], where, "published_params.value")
-        kw["published_source"] = _str(pub["source"], where, "published_params.source")
-        tol = pub.get("tolerance", 0)
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0 <= tol < 1):
-            raise SpecError(where, "published_params.tolerance", f"must be a number in [0, 1), got {tol!r}")
-        kw["published_tolerance"] = float(tol)
+        p = _published(pub, where, "published_params", _PUB_KEYS)
+        kw["published_params"], kw["published_source"], kw["published_tolerance"] = p["value"], p["source"], p["tolerance"]
+        if pub.get("excluded") is not None:
+            kw["published_excluded"] = _int(pub["excluded"], where, "published_params.excluded", 0)
+            if kw["published_excluded"] >= p["value"]:
+                raise SpecError(where, "published_params.excluded", "must be less than published_params.value")
+            kw["published_excluded_what"] = _str(pub.get("excluded_what") or "", where, "published_params.excluded_what")
+    act = data.get("published_active_params")
+    if act is not None:
+        p = _published(act, where, "published_active_params", _ACTIVE_KEYS)
+        kw["published_active"], kw["published_active_source"] = p["value"], p["source"]
+        kw["published_active_tolerance"] = p["tolerance"]
+        kw["published_active_input_embedding"] = _bool(act.get("input_embedding", True), where,
+                                                       "published_active_params.input_embedding")
     return Model(key=key or where, **kw)
+
+
+def _moe_from_dict(m, where: str, kw: dict) -> MoE:
+    if not isinstance(m, dict):
+        raise SpecError(where, "moe", "must be a mapping")
+    _check_keys(m, _MOE_KEYS, where, "moe.")
+    _need(m, ["n_experts", "n_active"], where, "moe.")
+    lp = m.get("layer_pattern", "M")
+    if not isinstance(lp, str) or not lp or set(lp) - set("MD") or "M" not in lp:
+        raise SpecError(where, "moe.layer_pattern", f"must be a string of M (MoE) and D (dense) with at least one M; "
+                                                    f"got {lp!r}")
+    moe = MoE(n_experts=_int(m["n_experts"], where, "moe.n_experts"),
+              n_active=_int(m["n_active"], where, "moe.n_active"),
+              d_ff_expert=_int(m.get("d_ff_expert", kw["d_ff"]), where, "moe.d_ff_expert"),
+              n_shared=_int(m.get("n_shared", 0), where, "moe.n_shared", 0),
+              first_dense_layers=_int(m.get("first_dense_layers", 0), where, "moe.first_dense_layers", 0),
+              router_bias=_bool(m.get("router_bias", False), where, "moe.router_bias"), layer_pattern=lp,
+              shared_gate=_bool(m.get("shared_gate", False), where, "moe.shared_gate"),
+              expert_bias=_bool(m.get("expert_bias", False), where, "moe.expert_bias"))
+    if moe.n_active > moe.n_experts:
+        raise SpecError(where, "moe.n_active", f"({moe.n_active}) exceeds moe.n_experts ({moe.n_experts})")
+    if moe.first_dense_layers >= kw["n_layers"] or not any(moe.is_moe(i) for i in range(kw["n_layers"])):
+        raise SpecError(where, "moe.first_dense_layers", "leaves no MoE layer")
+    if moe.shared_gate and not moe.n_shared:
+        raise SpecError(where, "moe.shared_gate", "needs a shared expert (moe.n_shared >= 1)")
+    return moe
 
 
 # ---------------------------------------------------------------- public loaders
