@@ -89,28 +89,14 @@ def op_breakdown(results: dict, hw: Hardware, case: str) -> dict:
 
 
 def plot(table: dict, path: str, title: str = "") -> None:
-    """Predicted vs measured, log-log, one colour per family, with the y = x line and +-10% band."""
-    import matplotlib
+    """Write the predicted-vs-measured figure of `table` to path (.png, .svg or .pdf): the same figure
+    as `perfmodel plot validation` (perfmodel.plots.validation: the +-10% band and a residual panel)."""
+    from .. import plots
 
-    matplotlib.use("Agg")
+    fig = plots.validation(table, title=title)
+    plots.save(fig, path)
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    fam = np.asarray(table["family"], dtype=object)
-    p, m = np.asarray(table["predicted_s"]), np.asarray(table["measured_s"])
-    for f in dict.fromkeys(table["family"]):
-        k = fam == f
-        ax.scatter(m[k], p[k], label=f, s=22)
-    lo, hi = min(p.min(), m.min()) / 1.5, max(p.max(), m.max()) * 1.5
-    x = np.array([lo, hi])
-    ax.plot(x, x, "k-", lw=0.8, label="predicted = measured")
-    ax.fill_between(x, x / 1.1, x * 1.1, color="0.85", label="±10%")
-    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (s)",
-           ylabel="predicted by perfmodel (s)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
