@@ -4,22 +4,30 @@
 file) and returns the mapping a models/*.yaml file would hold; `perfmodel.specs.load_model`
 validates it like any YAML. Each supported family maps its own config keys to our fields:
 
-- Llama, Mistral, Qwen2: num_key_value_heads, head_dim, intermediate_size, tie_word_embeddings,
-  the bias keys, sliding_window (with Qwen2's use_sliding_window and max_window_layers);
-- Mixtral, Qwen2-MoE: experts, top-k, the shared expert -> moe.*;
-- DeepSeek-V2/V3: MLA ranks -> mla.*; routed and shared experts, first_k_dense_replace, and the
-  noaux_tc router bias -> moe.*;
-- GPT-2, GPT-NeoX: plain MLP, LayerNorm with bias, biases on every linear; learned positions (GPT-2);
-- Gemma, Gemma-2: explicit head_dim, tied head; Gemma-2 alternates local and global layers ("LG").
+- Llama (2, 3.x), Mistral, Qwen2, Qwen3, Phi-3/Phi-4: num_key_value_heads, head_dim, intermediate_size,
+  tie_word_embeddings, the bias keys (Llama's and Qwen3's attention_bias covers q, k, v and o),
+  sliding_window (with Qwen's use_sliding_window and max_window_layers); Qwen3's per-head q/k RMSNorm;
+- Mixtral, Qwen2-MoE, Qwen3-MoE: experts, top-k, the shared expert and its gate, decoder_sparse_step and
+  mlp_only_layers (as a pattern of MoE and dense layers) -> moe.*;
+- DeepSeek-V2/V3 (and Kimi K2, which uses DeepseekV3ForCausalLM): MLA ranks -> mla.*; routed and shared
+  experts, first_k_dense_replace, moe_layer_freq and the noaux_tc router bias -> moe.*;
+- Gemma, Gemma-2, Gemma-3 (Gemma3ForCausalLM, and the text_config of Gemma3ForConditionalGeneration):
+  explicit head_dim, tied head, four norms per layer (Gemma 2/3), q/k norms and 5 local : 1 global layers
+  (Gemma 3); Gemma-2 alternates local and global layers ("LG");
+- gpt-oss: alternating 128-token windows, attention sinks, biases on attention, router and experts, and
+  the experts' MXFP4 storage (quantization_config) -> weight_formats;
+- Llama 4 (Llama4ForCausalLM, and the text_config of Llama4ForConditionalGeneration): chunked local
+  attention on RoPE layers, NoPE global layers, the L2 q/k norm, a shared expert, MoE layers every
+  interleave_moe_layer_step;
+- GPT-2, GPT-NeoX: plain MLP, LayerNorm with bias, biases on every linear; learned positions (GPT-2).
 
 What our schema cannot express is handled in one of two ways, never silently:
-- a structural difference (an MoE layer every other layer, a shared expert whose width is not a
-  multiple of the routed one, MLP biases without attention biases, ...) raises SpecError naming
-  the key;
-- a handful of parameters with no effect on FLOPs or bytes beyond a rounding (Gemma-2's two extra
-  norms per layer, Qwen2-MoE's shared-expert gate) is left out, and the spec's `description` states
-  exactly what and how many parameters (`param_gap` returns the number). DeepSeek-V3's
-  multi-token-prediction module is left out too, as DeepSeek's own 671B count and plain decoding do.
+- a structural difference (a shared expert whose width is not a multiple of the routed one, MLP biases
+  without attention biases, ...) raises SpecError naming the key;
+- parts that have no place in a text model's op list (the vision tower of a multimodal checkpoint) are
+  left out, and the spec's `description` states exactly what and how many parameters (`param_gap` returns
+  the number, counted from vision_config). DeepSeek-V3's multi-token-prediction module is left out too, as
+  DeepSeek's own 671B count and plain decoding do.
 """
 from __future__ import annotations
 
@@ -35,61 +43,77 @@ from .fields import _int  # the loader's integer rule: whole, >= 1, <= 2**53
 
 # Fields a user writes by hand when a config cannot be imported (docs/specs.md lists them all).
 BY_HAND = ("name, source, vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, max_context "
-           "(and mlp, norm, position, tied_embeddings, qkv_bias, linear_bias, sliding_window, layer_pattern, "
-           "mla, moe where they apply; see docs/specs.md)")
+           "(and mlp, norm, norms_per_layer, qk_norm, position, nope_kinds, tied_embeddings, qkv_bias, o_bias, "
+           "linear_bias, attention_sinks, sliding_window, attention_chunk, layer_pattern, mla, moe, weight_formats "
+           "where they apply; see docs/specs.md)")
 _NOTHING = object()
 
 
 class _Config:
-    """Typed access to one config.json: every problem names the file and the config key."""
+    """Typed access to one config.json (or its text_config): every problem names the file and the key."""
 
-    def __init__(self, data: dict, path: str):
-        self.d, self.path = data, path
+    def __init__(self, data: dict, path: str, prefix: str = "", defaults: dict | None = None):
+        self.d, self.path, self.prefix = data, path, prefix
+        self.defaults = defaults or {}  # the transformers config class's defaults for keys a config may omit
+
+    def _get(self, key):
+        v = self.d.get(key)
+        return self.defaults.get(key) if v is None else v
+
+    def k(self, key) -> str:
+        return self.prefix + key
 
     def has(self, key) -> bool:
-        return self.d.get(key) is not None
+        return self._get(key) is not None
 
     def missing(self, key, why) -> SpecError:
-        return SpecError(self.path, key, f"missing from config.json (needed for {why}); add it to the file, "
-                                         f"or write a model YAML by hand with {BY_HAND}")
+        return SpecError(self.path, self.k(key), f"missing from config.json (needed for {why}); add it to the file, "
+                                                 f"or write a model YAML by hand with {BY_HAND}")
 
     def int(self, key, why, default=_NOTHING, minimum=1):
-        v = self.d.get(key)
+        v = self._get(key)
         if v is None:
             if default is _NOTHING:
                 raise self.missing(key, why)
             return default
         if isinstance(v, bool) or not isinstance(v, (int, float)):  # bounded message for a list or a mapping
-            raise SpecError(self.path, key, f"must be an integer, got {_short(v)}")
-        return _int(v, self.path, key, minimum)
+            raise SpecError(self.path, self.k(key), f"must be an integer, got {_short(v)}")
+        return _int(v, self.path, self.k(key), minimum)
 
     def bool(self, key, default: bool) -> bool:
-        v = self.d.get(key)
+        v = self._get(key)
         if v is None:
             return default
         if not isinstance(v, bool):
-            raise SpecError(self.path, key, f"must be true or false, got {_short(v)}")
+            raise SpecError(self.path, self.k(key), f"must be true or false, got {_short(v)}")
         return v
 
     def str(self, key, default=None):
-        v = self.d.get(key)
+        v = self._get(key)
         if v is None:
             return default
         if not isinstance(v, str):
-            raise SpecError(self.path, key, f"must be a string, got {_short(v)}")
+            raise SpecError(self.path, self.k(key), f"must be a string, got {_short(v)}")
         return v
 
-    def int_list(self, key) -> list:
-        v = self.d.get(key)
+    def int_list(self, key, minimum=0) -> list:
+        v = self._get(key)
         if v is None:
             return []
         if not isinstance(v, list) or len(v) > 100_000:
-            raise SpecError(self.path, key, f"must be a list of layer indices, got {_short(v)}")
-        return [_int(x, self.path, key, 0) for x in v]
+            raise SpecError(self.path, self.k(key), f"must be a list of layer indices, got {_short(v)}")
+        return [_int(x, self.path, self.k(key), minimum) for x in v]
+
+    def sub(self, key, defaults: dict | None = None) -> "_Config":
+        """A nested mapping (text_config, vision_config), read with its own key prefix."""
+        v = self.d.get(key)
+        if not isinstance(v, dict):
+            raise SpecError(self.path, self.k(key), f"must be a mapping of the sub-model's config, got {_short(v)}")
+        return _Config(v, self.path, f"{self.prefix}{key}.", defaults)
 
     def refuse(self, key, problem) -> SpecError:
-        return SpecError(self.path, key, f"{problem}; perfmodel's model schema cannot express this, "
-                                         f"so write a model YAML by hand with {BY_HAND}")
+        return SpecError(self.path, self.k(key), f"{problem}; perfmodel's model schema cannot express this, "
+                                                 f"so write a model YAML by hand with {BY_HAND}")
 
 
 def _short(v, n: int = 60) -> str:
@@ -155,39 +179,45 @@ def _layer_types(c: _Config, L: int) -> str | None:
     v = c.d.get("layer_types")
     if v is None:
         return None
-    names = {"full_attention": "G", "sliding_attention": "L"}
+    names = {"full_attention": "G", "sliding_attention": "L", "chunked_attention": "C"}
     if not isinstance(v, list) or len(v) != L or not all(isinstance(t, str) for t in v):
-        raise SpecError(c.path, "layer_types", f"must list one attention type per layer ({L}), got {_short(v)}")
+        raise SpecError(c.path, c.k("layer_types"), f"must list one attention type per layer ({L}), got {_short(v)}")
     bad = sorted({t for t in v if t not in names})
     if bad:
         raise c.refuse("layer_types", f"layer type(s) {', '.join(map(repr, bad[:3]))} (perfmodel imports "
-                                      "full_attention and sliding_attention)")
+                                      "full_attention, sliding_attention and chunked_attention)")
     return "".join(names[t] for t in v)
 
 
 def _attention_window(c: _Config, fam: str, L: int) -> dict:
     """sliding_window + layer_pattern, per family (each family's modeling code, in words):
-    Mistral/Mixtral: every layer uses the window when it is set; Qwen2: only with use_sliding_window,
-    and then layers >= max_window_layers; Gemma-2: even layers (0, 2, ...) local, odd layers global.
-    Llama and Gemma have no window (a sliding_window key there is ignored, as transformers does)."""
+    Mistral/Mixtral/Phi-3: every layer uses the window when it is set; Qwen2/Qwen3: only with
+    use_sliding_window, and then layers >= max_window_layers; Gemma-2: even layers (0, 2, ...) local,
+    odd layers global; Gemma-3: 5 local per global (sliding_window_pattern 6, or layer_types); gpt-oss:
+    layer_types. Llama and Gemma have no window (a sliding_window key there is ignored, as transformers does)."""
     kinds = _layer_types(c, L)
+    if kinds and "C" in kinds:
+        raise c.refuse("layer_types", "chunked_attention layers outside Llama 4")
     if fam in ("llama", "gemma") and kinds is None:
         return {}
     W = c.int("sliding_window", "the local attention window", default=None)
-    if fam in ("qwen2", "qwen2_moe") and not c.bool("use_sliding_window", False):
+    if fam in QWEN and not c.bool("use_sliding_window", False):
         W = None  # configs carry sliding_window 32768 with use_sliding_window false: inactive
-    if W is None and fam == "gemma2":
-        raise c.missing("sliding_window", "Gemma-2's local layers")
+    if W is None and fam in ("gemma2", "gemma3"):
+        raise c.missing("sliding_window", f"{fam}'s local layers")
     if W is None:
         if kinds and "L" in kinds:
             raise c.missing("sliding_window", "the sliding_attention layers in layer_types")
         return {}
     if kinds is None:
-        if fam in ("qwen2", "qwen2_moe"):
-            first = c.int("max_window_layers", "Qwen2's windowed layers (use_sliding_window is true)", minimum=0)
+        if fam in QWEN:
+            first = c.int("max_window_layers", "Qwen's windowed layers (use_sliding_window is true)", minimum=0)
             kinds = "G" * min(first, L) + "L" * max(L - first, 0)
         elif fam == "gemma2":
             kinds = "LG" * (L // 2) + "L" * (L % 2)
+        elif fam == "gemma3":  # transformers 4.50's Gemma3: layer i is global when (i + 1) % sliding_window_pattern == 0
+            every = c.int("sliding_window_pattern", "Gemma 3's local:global pattern", default=6)
+            kinds = "".join("G" if (i + 1) % every == 0 else "L" for i in range(L))
         else:
             kinds = "L" * L
     if "L" not in kinds:
@@ -205,7 +235,7 @@ def _dense_core(c: _Config, D_key="hidden_size", L_key="num_hidden_layers", N_ke
     spec = {"d_model": D, "n_layers": L, "n_heads": N,
             "n_kv_heads": c.int("num_key_value_heads", "n_kv_heads", default=N) if gqa else N}
     if N % spec["n_kv_heads"]:
-        raise SpecError(c.path, "num_key_value_heads",
+        raise SpecError(c.path, c.k("num_key_value_heads"),
                         f"num_attention_heads ({N}) is not divisible by num_key_value_heads ({spec['n_kv_heads']})")
     H = c.int("head_dim", "head_dim", default=None)
     if H is None and D % N:
@@ -214,15 +244,20 @@ def _dense_core(c: _Config, D_key="hidden_size", L_key="num_hidden_layers", N_ke
     return spec
 
 
+QWEN = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+
+
 def _llama_like(c: _Config, fam: str, notes: list) -> dict:
-    """Llama, Mistral, Qwen2, Mixtral, Qwen2-MoE, Gemma, Gemma-2: gated MLP, RMSNorm, RoPE."""
+    """Llama, Mistral, Qwen2/3, Mixtral, Qwen2/3-MoE, Gemma 1-3, Phi-3: gated MLP, RMSNorm, RoPE."""
     spec = _dense_core(c)
-    L, D = spec["n_layers"], spec["d_model"]
+    L = spec["n_layers"]
     spec.update(vocab_size=c.int("vocab_size", "vocab_size"), d_ff=c.int("intermediate_size", "d_ff"),
                 max_context=c.int("max_position_embeddings", "max_context"), mlp="gated", norm="rmsnorm",
                 position="rope", tied_embeddings=c.bool("tie_word_embeddings", fam.startswith("gemma")))
-    # Biases. Qwen2 always has q/k/v biases (no key); Llama's attention_bias covers q, k, v and o.
-    attn_bias = fam in ("qwen2", "qwen2_moe") or c.bool("attention_bias", False)
+    # Biases. Qwen2 always has q/k/v biases (no key) and none on o_proj; Llama's and Qwen3's attention_bias
+    # covers q, k, v and o (LlamaAttention, Qwen3Attention: o_proj = Linear(..., bias=config.attention_bias)).
+    qwen2 = fam in ("qwen2", "qwen2_moe")
+    attn_bias = qwen2 or c.bool("attention_bias", False)
     mlp_bias = c.bool("mlp_bias", False)
     if mlp_bias and not attn_bias:
         raise c.refuse("mlp_bias", "MLP biases without attention biases")
@@ -230,43 +265,178 @@ def _llama_like(c: _Config, fam: str, notes: list) -> dict:
         spec["linear_bias"] = True
     elif attn_bias:
         spec["qkv_bias"] = True
-        if fam not in ("qwen2", "qwen2_moe"):  # o_proj bias too: D per layer, not in our schema
-            notes.append(("o_proj bias (attention_bias covers the output projection)", L * D))
+        spec["o_bias"] = not qwen2
+    if fam in ("qwen3", "qwen3_moe", "gemma3"):  # q_norm, k_norm: RMSNorm(head_dim) on every head of q and k
+        spec["qk_norm"] = "rmsnorm"
+    if fam in ("gemma2", "gemma3"):  # post_attention_layernorm and post_feedforward_layernorm as well
+        spec["norms_per_layer"] = 4
     spec.update(_attention_window(c, fam, L))
-    if fam == "gemma2":
-        notes.append(("the post-attention and post-feedforward RMSNorm weights (Gemma-2 has four norms per "
-                      "layer, the schema two)", 2 * L * D))
     if fam.startswith("gemma"):
         notes.append(("embedding scaled by sqrt(d_model): no parameters, a multiply per element", 0))
     if fam == "mixtral":
         spec["moe"] = {"n_experts": c.int("num_local_experts", "moe.n_experts"),
                        "n_active": c.int("num_experts_per_tok", "moe.n_active"),
                        "d_ff_expert": spec["d_ff"]}
-    if fam == "qwen2_moe":
-        spec["moe"] = _qwen2_moe(c, spec, notes)
+    if fam in ("qwen2_moe", "qwen3_moe"):
+        spec["moe"] = _qwen_moe(c, spec, fam)
+    if fam == "phi3":
+        pct = c.d.get("partial_rotary_factor", 1.0)
+        if isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct) and 0 < pct < 1:
+            notes.append((f"partial_rotary_factor {pct:g}: RoPE rotates that fraction of each head; the op list "
+                          "rotates all of it (a vector op, no parameters)", 0))
     return spec
 
 
-def _qwen2_moe(c: _Config, spec: dict, notes: list) -> dict:
-    L, D = spec["n_layers"], spec["d_model"]
+def _moe_layers(kinds: str) -> dict:
+    """moe.first_dense_layers and moe.layer_pattern for a per-layer string of M (MoE) and D (dense)."""
+    if "M" not in kinds:
+        return {"first_dense_layers": len(kinds)}  # refused by the loader: leaves no MoE layer
+    lead = len(kinds) - len(kinds.lstrip("D"))
+    rest = kinds[lead:]
+    if set(rest) == {"M"}:
+        return {"first_dense_layers": lead}
+    return {"first_dense_layers": 0, "layer_pattern": _pattern(kinds)}
+
+
+def _qwen_moe(c: _Config, spec: dict, fam: str) -> dict:
+    """Qwen2-MoE / Qwen3-MoE (modeling_qwen2_moe, modeling_qwen3_moe): layer i has the sparse block when
+    i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0; Qwen2-MoE adds a shared expert
+    with a sigmoid gate Linear(D, 1)."""
+    L = spec["n_layers"]
     Fe = c.int("moe_intermediate_size", "moe.d_ff_expert")
     moe = {"n_experts": c.int("num_experts", "moe.n_experts"), "n_active": c.int("num_experts_per_tok", "moe.n_active"),
            "d_ff_expert": Fe}
-    if c.int("decoder_sparse_step", "the MoE layer spacing", default=1) != 1:
-        raise c.refuse("decoder_sparse_step", "MoE layers spaced more than one apart")
-    dense = c.int_list("mlp_only_layers")
-    if dense != list(range(len(dense))):
-        raise c.refuse("mlp_only_layers", "dense layers that are not the leading ones")
-    moe["first_dense_layers"] = len(dense)
+    step = c.int("decoder_sparse_step", "the MoE layer spacing", default=1)
+    dense = set(c.int_list("mlp_only_layers"))
+    kinds = "".join("M" if (i not in dense and (i + 1) % step == 0) else "D" for i in range(L))
+    moe.update(_moe_layers(kinds))
     Fs = c.int("shared_expert_intermediate_size", "the shared expert", default=0, minimum=0)
     if Fs:
         if Fs % Fe:
             raise c.refuse("shared_expert_intermediate_size",
                            f"a shared expert of width {Fs}, not a multiple of moe_intermediate_size ({Fe})")
         moe["n_shared"] = Fs // Fe  # one MLP of width n_shared * F_e: the same weights and FLOPs
-        notes.append(("shared_expert_gate (a D x 1 sigmoid gate on the shared expert per MoE layer)",
-                      (L - len(dense)) * D))
+        moe["shared_gate"] = fam == "qwen2_moe"  # Qwen2MoeSparseMoeBlock.shared_expert_gate
     return moe
+
+
+# transformers' Gemma3TextConfig defaults: the text_config of a Gemma3ForConditionalGeneration checkpoint omits
+# the keys that equal them (google/gemma-3-4b-it lists no vocab_size, heads or head_dim)
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "max_position_embeddings": 131_072, "sliding_window": 4096, "tie_word_embeddings": True}
+
+
+def _gemma3(c: _Config, fam: str, notes: list) -> dict:
+    """Gemma 3: Gemma3ForCausalLM (the text config at the top) or Gemma3ForConditionalGeneration (text_config;
+    the SigLIP vision tower and the projector are stated as left out, counted from vision_config)."""
+    mm = c.has("text_config")
+    t = c.sub("text_config", GEMMA3_TEXT_DEFAULTS) if mm else _Config(c.d, c.path, defaults=GEMMA3_TEXT_DEFAULTS)
+    spec = _llama_like(t, "gemma3", notes)
+    if mm:
+        notes.append(("the vision tower and the multimodal projector (counted from vision_config)",
+                      vision_params(c, spec["d_model"])))
+    return spec
+
+
+def _gpt_oss(c: _Config, fam: str, notes: list) -> dict:
+    """gpt-oss (modeling_gpt_oss): alternating sliding/full layers, attention sinks, biases on q, k, v, o,
+    the router and every expert; experts stored in MXFP4 when quantization_config says so."""
+    spec = _dense_core(c)
+    L = spec["n_layers"]
+    F = c.int("intermediate_size", "d_ff")
+    spec.update(vocab_size=c.int("vocab_size", "vocab_size"), d_ff=F,
+                max_context=c.int("max_position_embeddings", "max_context"), mlp="gated", norm="rmsnorm",
+                position="rope", tied_embeddings=c.bool("tie_word_embeddings", False), attention_sinks=True)
+    if c.bool("attention_bias", True):
+        spec.update(qkv_bias=True, o_bias=True)
+    spec.update(_attention_window(c, fam, L))
+    E = c.int("num_local_experts", "moe.n_experts")
+    k = c.int("num_experts_per_tok", "moe.n_active", default=None) or c.int("experts_per_token", "moe.n_active")
+    spec["moe"] = {"n_experts": E, "n_active": k, "d_ff_expert": F, "router_bias": True, "expert_bias": True}
+    q = c.d.get("quantization_config")
+    if isinstance(q, dict) and q.get("quant_method") == "mxfp4":  # modules_to_not_convert: attention, router, embeddings, head
+        spec["weight_formats"] = {"experts": "mxfp4"}
+    notes.append(("clamped SwiGLU (swiglu_limit): the op list counts SiLU(gate) * up", 0))
+    return spec
+
+
+def _llama4(c: _Config, fam: str, notes: list) -> dict:
+    """Llama 4 (modeling_llama4): RoPE layers attend within chunks of attention_chunk_size, every
+    no_rope_layer_interval-th layer is a global NoPE layer (no_rope_layers: 1 = RoPE); MoE layers are
+    moe_layers (default every interleave_moe_layer_step-th, from step - 1) with one shared expert of
+    intermediate_size and no gate; dense layers have intermediate_size_mlp; use_qk_norm: a weightless L2
+    norm of q and k on the RoPE layers."""
+    mm = c.has("text_config")
+    t = c.sub("text_config") if mm else c
+    spec = _dense_core(t)
+    L, D = spec["n_layers"], spec["d_model"]
+    Fe = t.int("intermediate_size", "moe.d_ff_expert")
+    spec.update(vocab_size=t.int("vocab_size", "vocab_size"), d_ff=t.int("intermediate_size_mlp", "d_ff"),
+                max_context=t.int("max_position_embeddings", "max_context"), mlp="gated", norm="rmsnorm",
+                position="rope", tied_embeddings=t.bool("tie_word_embeddings", False))
+    if t.bool("attention_bias", False):
+        spec.update(qkv_bias=True, o_bias=True)
+    rope = t.int_list("no_rope_layers")
+    if not rope:
+        every = t.int("no_rope_layer_interval", "the NoPE layers", default=4)
+        rope = [int((i + 1) % every != 0) for i in range(L)]
+    if len(rope) < L or set(rope) - {0, 1}:
+        raise SpecError(t.path, t.k("no_rope_layers"), f"must hold a 0 or 1 for each of the {L} layers, got {_short(rope)}")
+    C = t.int("attention_chunk_size", "the chunked layers", default=None)
+    kinds = _layer_types(t, L) or "".join(("C" if C else "G") if rope[i] else "G" for i in range(L))
+    if "C" in kinds and not C:
+        raise t.missing("attention_chunk_size", "the chunked_attention layers")
+    if any(rope[i] and kinds[i] != "C" for i in range(L)) and C:
+        raise t.refuse("layer_types", "RoPE layers that are not chunked")
+    spec["layer_pattern"] = _pattern(kinds)
+    if "C" in kinds:
+        spec["attention_chunk"] = C
+    if not all(rope[:L]):
+        nope = {kinds[i] for i in range(L) if not rope[i]}
+        if any(rope[i] for i in range(L) if kinds[i] in nope):
+            raise t.refuse("no_rope_layers", "NoPE and RoPE layers of the same attention kind")
+        spec["nope_kinds"] = "".join(sorted(nope))
+    if t.bool("use_qk_norm", False):
+        spec["qk_norm"] = "l2"
+    step = t.int("interleave_moe_layer_step", "the MoE layers", default=1, minimum=0)
+    if t.d.get("moe_layers") is not None:  # an explicit list, possibly empty (a dense Llama 4)
+        moe_layers = set(t.int_list("moe_layers"))
+    else:
+        moe_layers = set(range(step - 1, L, step)) if step else set()
+    if moe_layers and t.int("num_experts_per_tok", "moe.n_active", default=1, minimum=0):
+        kinds = "".join("M" if i in moe_layers else "D" for i in range(L))
+        spec["moe"] = {"n_experts": t.int("num_local_experts", "moe.n_experts"),
+                       "n_active": t.int("num_experts_per_tok", "moe.n_active"), "d_ff_expert": Fe, "n_shared": 1,
+                       **_moe_layers(kinds)}
+    if mm:
+        notes.append(("the vision encoder, its adapter and the multimodal projector (counted from vision_config)",
+                      vision_params(c, D)))
+    if t.bool("attn_temperature_tuning", False):
+        notes.append(("attention temperature tuning on the NoPE layers: a scale per query, no parameters", 0))
+    return spec
+
+
+def vision_params(c: _Config, d_text: int) -> int:
+    """Parameters of a multimodal checkpoint's vision side, from its vision_config (for `param_gap`):
+
+    - Gemma 3 (SiglipVisionModel + Gemma3MultiModalProjector): patch conv C*P*P*h + h, positions
+      (image/P)^2 * h, per layer q, k, v, o (h*h + h each), fc1 h*i + i, fc2 i*h + h, two LayerNorms 4h;
+      post_layernorm 2h; projector h*d_text and its RMSNorm h.
+    - Llama 4 (Llama4VisionModel + Llama4MultiModalProjector): patch unfold C*P*P*h (no bias), class
+      embedding h, positions ((image/P)^2 + 1)*h, layernorm_pre and _post 4h, layers as SigLIP's, the
+      pixel-shuffle adapter i*p_in + p_out*p_out, projector vision_output_dim * d_text.
+    """
+    v = c.sub("vision_config")
+    h, i = v.int("hidden_size", "the vision tower"), v.int("intermediate_size", "the vision tower")
+    layers, P = v.int("num_hidden_layers", "the vision tower"), v.int("patch_size", "the vision tower")
+    img, ch = v.int("image_size", "the vision tower"), v.int("num_channels", "the vision tower", default=3)
+    patches = (img // P) ** 2
+    layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
+    if c.str("model_type") == "llama4" or "Llama4ForConditionalGeneration" in (c.d.get("architectures") or []):
+        p_in, p_out = v.int("projector_input_dim", "the vision adapter"), v.int("projector_output_dim", "the vision adapter")
+        out = v.int("vision_output_dim", "the projector")
+        return ch * P * P * h + h + (patches + 1) * h + 4 * h + layers * layer + i * p_in + p_out * p_out + out * d_text
+    return ch * P * P * h + h + patches * h + layers * layer + 2 * h + h * d_text + h
 
 
 def _deepseek(c: _Config, fam: str, notes: list) -> dict:
@@ -285,23 +455,24 @@ def _deepseek(c: _Config, fam: str, notes: list) -> dict:
                        "q_lora_rank": c.int("q_lora_rank", "mla.q_lora_rank", default=None)}
         spec["head_dim"] = spec["mla"]["v_head_dim"]  # D/N is not a head size here (V3: 7168/128 = 56)
     if c.has("n_routed_experts"):
-        if c.int("moe_layer_freq", "the MoE layer spacing", default=1) != 1:
-            raise c.refuse("moe_layer_freq", "MoE layers spaced more than one apart")
+        # modeling_deepseek: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0
+        freq = c.int("moe_layer_freq", "the MoE layer spacing", default=1)
+        first = c.int("first_k_dense_replace", "moe.first_dense_layers", default=0, minimum=0)
+        if first >= L:
+            raise SpecError(c.path, c.k("first_k_dense_replace"), f"({first}) leaves no MoE layer of the {L}")
         method = c.str("topk_method", "greedy")
         spec["moe"] = {"n_experts": c.int("n_routed_experts", "moe.n_experts"),
                        "n_active": c.int("num_experts_per_tok", "moe.n_active"),
                        "d_ff_expert": c.int("moe_intermediate_size", "moe.d_ff_expert"),
                        "n_shared": c.int("n_shared_experts", "moe.n_shared", default=0, minimum=0),
-                       "first_dense_layers": c.int("first_k_dense_replace", "moe.first_dense_layers", default=0,
-                                                   minimum=0),
+                       "first_dense_layers": first,
                        "router_bias": method == "noaux_tc"}  # e_score_correction_bias, one per expert
+        if freq > 1:
+            spec["moe"]["layer_pattern"] = "M" + "D" * (freq - 1)  # indexed from layer 0: i % freq == 0 is MoE
     mtp = c.int("num_nextn_predict_layers", "the MTP module", default=0, minimum=0)
     if mtp:
         notes.append((f"the multi-token-prediction module (num_nextn_predict_layers {mtp}), which DeepSeek's "
                       "'main model' parameter count also leaves out", None))
-    if L <= spec.get("moe", {}).get("first_dense_layers", 0):
-        raise SpecError(c.path, "first_k_dense_replace", f"({spec['moe']['first_dense_layers']}) leaves no MoE layer "
-                                                          f"of the {L}")
     return spec
 
 
@@ -336,12 +507,17 @@ def _gpt_neox(c: _Config, fam: str, notes: list) -> dict:
 FAMILIES = {
     "LlamaForCausalLM": ("llama", _llama_like), "MistralForCausalLM": ("mistral", _llama_like),
     "Qwen2ForCausalLM": ("qwen2", _llama_like), "MixtralForCausalLM": ("mixtral", _llama_like),
-    "Qwen2MoeForCausalLM": ("qwen2_moe", _llama_like), "GemmaForCausalLM": ("gemma", _llama_like),
-    "Gemma2ForCausalLM": ("gemma2", _llama_like), "DeepseekV2ForCausalLM": ("deepseek_v2", _deepseek),
-    "DeepseekV3ForCausalLM": ("deepseek_v3", _deepseek), "GPT2LMHeadModel": ("gpt2", _gpt2),
-    "GPTNeoXForCausalLM": ("gpt_neox", _gpt_neox),
+    "Qwen2MoeForCausalLM": ("qwen2_moe", _llama_like), "Qwen3ForCausalLM": ("qwen3", _llama_like),
+    "Qwen3MoeForCausalLM": ("qwen3_moe", _llama_like), "GemmaForCausalLM": ("gemma", _llama_like),
+    "Gemma2ForCausalLM": ("gemma2", _llama_like), "Gemma3ForCausalLM": ("gemma3", _gemma3),
+    "Gemma3ForConditionalGeneration": ("gemma3", _gemma3), "Phi3ForCausalLM": ("phi3", _llama_like),
+    "GptOssForCausalLM": ("gpt_oss", _gpt_oss), "Llama4ForCausalLM": ("llama4", _llama4),
+    "Llama4ForConditionalGeneration": ("llama4", _llama4),
+    "DeepseekV2ForCausalLM": ("deepseek_v2", _deepseek), "DeepseekV3ForCausalLM": ("deepseek_v3", _deepseek),
+    "GPT2LMHeadModel": ("gpt2", _gpt2), "GPTNeoXForCausalLM": ("gpt_neox", _gpt_neox),
 }
 _BY_TYPE = {fam: (fam, fn) for fam, fn in FAMILIES.values()}
+_BY_TYPE.update({"gemma3_text": ("gemma3", _gemma3), "llama4_text": ("llama4", _llama4), "kimi_k2": ("deepseek_v3", _deepseek)})
 
 
 def _family(c: _Config):
@@ -392,8 +568,9 @@ def param_gap(path: str) -> int:
 
 
 FIELD_ORDER = ("name", "source", "description", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
-               "head_dim", "d_ff", "mlp", "tied_embeddings", "qkv_bias", "linear_bias", "norm", "position",
-               "max_context", "sliding_window", "layer_pattern", "mla", "moe")
+               "head_dim", "d_ff", "mlp", "tied_embeddings", "qkv_bias", "o_bias", "linear_bias", "attention_sinks",
+               "norm", "norms_per_layer", "qk_norm", "position", "nope_kinds", "max_context", "sliding_window",
+               "attention_chunk", "layer_pattern", "mla", "moe", "weight_formats")
 
 
 def to_yaml(spec: dict) -> str:
@@ -403,7 +580,7 @@ def to_yaml(spec: dict) -> str:
              "# source (published_params: {value: N, source: '...'}) to have the tests check the derived count."]
     for k in keys:
         v = spec[k]
-        if isinstance(v, dict):  # mla: {...} and moe: {...} on one line, as in the catalog
+        if isinstance(v, dict):  # mla: {...}, moe: {...} and weight_formats: {...} on one line, as in the catalog
             lines.append(f"{k}: " + yaml.safe_dump(v, default_flow_style=True, sort_keys=False, width=1e9).strip())
         else:
             lines.append(yaml.safe_dump({k: v}, allow_unicode=True, width=1e9).strip())

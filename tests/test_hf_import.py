@@ -4,6 +4,7 @@ The fixtures in tests/fixtures/hf/ are the real models' config.json files (tests
 says where each was read). A count that our schema cannot reproduce exactly is not hidden in a
 tolerance: the importer states the parameters it leaves out, and the tests check that number.
 """
+import dataclasses
 import json
 from pathlib import Path
 
@@ -44,23 +45,57 @@ PUBLISHED = {
     "gemma-2b": (2_506_172_416, "keras-hub gemma_presets.py gemma_2b_en \"params\"; Nikolic et al. 2025 Table 4"),
     "gemma-2-2b": (2_614_341_888, "keras-hub gemma_presets.py gemma2_2b_en \"params\"; Nikolic et al. 2025 "
                                   "Table 4"),
+    # issue 17 (sources in docs/catalog-sources.md and the catalog YAMLs)
+    "llama-3.2-1b": (1_235_814_400, "HF safetensors total of meta-llama/Llama-3.2-1B-Instruct"),
+    "qwen3-0.6b": (596_049_920, "keras-hub qwen3_presets.py qwen3_0.6b_en \"params\""),
+    "qwen3-8b": (8_190_735_360, "keras-hub qwen3_presets.py qwen3_8b_en; HF safetensors total of Qwen/Qwen3-8B"),
+    "qwen3-30b-a3b": (30_532_122_624, "keras-hub qwen3_moe_presets.py qwen3_moe_30b_a3b_en \"params\""),
+    "qwen3-235b-a22b": (235_093_634_560, "keras-hub qwen3_moe_presets.py qwen3_moe_235b_a22b_en; HF safetensors total"),
+    "gemma-3-4b-it": (4_300_079_472, "HF safetensors total of google/gemma-3-4b-it (text + vision); keras-hub "
+                                     "gemma3_presets.py medgemma_4b"),
+    "gemma-3-27b-it": (27_432_406_640, "HF total of google/gemma-3-27b-it (text + vision); keras-hub medgemma_instruct_27b"),
+    "gpt-oss-20b": (20_914_757_184, "HF safetensors total of openai/gpt-oss-20b"),
+    "gpt-oss-120b": (116_829_156_672, "HF safetensors total of openai/gpt-oss-120b"),
+    "phi-4": (14_659_507_200, "HF safetensors total of microsoft/phi-4"),
+    "llama-4-scout-17b-16e-instruct": (108_641_793_536, "HF safetensors total of meta-llama/Llama-4-Scout-17B-16E-Instruct "
+                                                        "(text + vision)"),
+    "llama-4-maverick-17b-128e-instruct": (401_583_781_376, "total of meta-llama/Llama-4-Maverick-17B-128E-Instruct "
+                                                            "(text + vision; Fireworks AI billing docs)"),
 }
+# within a stated difference: the FP8 checkpoint's HF total has 3,416 elements more than its tensors' shapes give
+NEAR = {"kimi-k2-instruct": (1_026_408_235_864, 3_416, "HF safetensors total of moonshotai/Kimi-K2-Instruct")}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_imported_count_plus_the_stated_gap_equals_the_published_count(name):
+    """Exact for every fixture: the op list's parameters plus what the importer says it left out."""
     published, _source = PUBLISHED[name]
     assert param_count(load_model(fx(name))) + hf_import.param_gap(fx(name)) == published
 
 
-def test_only_gemma2_and_qwen2_moe_leave_parameters_out_and_say_exactly_how_many():
+def test_kimi_k2_is_within_the_stated_few_elements_of_its_fp8_checkpoint_total():
+    published, residue, _source = NEAR["kimi-k2-instruct"]
+    assert published - param_count(load_model(fx("kimi-k2-instruct"))) == residue
+
+
+def test_only_multimodal_checkpoints_leave_parameters_out_and_say_exactly_how_many():
     gaps = {n: hf_import.param_gap(fx(n)) for n in PUBLISHED}
+    # Gemma 3: the SigLIP tower (27 x 15,239,504 + 4096 x 1152 positions + patch conv + norm) and the projector
+    assert gaps.pop("gemma-3-4b-it") == 678_528 + 4_718_592 + 27 * 15_239_504 + 2_304 + 1152 * 2560 + 1152
+    assert gaps.pop("gemma-3-27b-it") == 678_528 + 4_718_592 + 27 * 15_239_504 + 2_304 + 1152 * 5376 + 1152
+    # Llama 4: the same vision encoder for Scout and Maverick, 871,932,416
+    assert gaps.pop("llama-4-scout-17b-16e-instruct") == gaps.pop("llama-4-maverick-17b-128e-instruct") == 871_932_416
+    assert set(gaps.values()) == {0}  # every text-only import is exact: Gemma-2's four norms and Qwen2-MoE's gate too
+    assert "419,816,304 parameters" in load_model(fx("gemma-3-4b-it")).description
+
+
+def test_the_old_gaps_are_closed_by_the_schema():
+    g2, qmoe = load_model(fx("gemma-2-2b")), load_model(fx("qwen1.5-moe-a2.7b-chat"))
     # Gemma-2: post_attention_layernorm and post_feedforward_layernorm, D weights each, in all 26 layers
-    assert gaps.pop("gemma-2-2b") == 2 * 26 * 2304 == 119_808
+    assert param_count(g2) - param_count(g2.replace(norms_per_layer=2)) == 2 * 26 * 2304 == 119_808
     # Qwen2-MoE: shared_expert_gate, a Linear(D, 1) without bias, in all 24 (MoE) layers
-    assert gaps.pop("qwen1.5-moe-a2.7b-chat") == 24 * 2048 == 49_152
-    assert set(gaps.values()) == {0}  # every other import is exact
-    assert "119,808 parameters" in load_model(fx("gemma-2-2b")).description
+    assert qmoe.moe.shared_gate
+    assert param_count(qmoe) - param_count(qmoe.replace(moe=dataclasses.replace(qmoe.moe, shared_gate=False))) == 24 * 2048
 
 
 def test_gpt2_counts_its_position_table_and_its_tied_head_once():
@@ -86,15 +121,21 @@ def test_deepseek_v3_main_model_matches_the_rounded_671b():
 
 
 # fixture -> the catalog entry written by hand from the same config.json
-SAME_AS_CATALOG = {"llama-3.1-8b": "llama-3.1-8b", "mistral-7b-v0.1": "mistral-7b", "qwen2.5-0.5b": "qwen2.5-0.5b",
-                   "mixtral-8x7b-v0.1": "mixtral-8x7b", "deepseek-v2-lite": "deepseek-v2-lite",
-                   "deepseek-v3": "deepseek-v3"}
+SAME_AS_CATALOG = [("llama-3.1-8b", "llama-3.1-8b"), ("mistral-7b-v0.1", "mistral-7b"), ("qwen2.5-0.5b", "qwen2.5-0.5b"),
+                   ("mixtral-8x7b-v0.1", "mixtral-8x7b"), ("deepseek-v2-lite", "deepseek-v2-lite"),
+                   ("deepseek-v3", "deepseek-v3"), ("deepseek-v3", "deepseek-r1"),  # R1's config.json is V3's architecture
+                   ("llama-3.2-1b", "llama-3.2-1b"), ("qwen3-0.6b", "qwen3-0.6b"), ("qwen3-8b", "qwen3-8b"),
+                   ("qwen3-30b-a3b", "qwen3-30b-a3b"), ("qwen3-235b-a22b", "qwen3-235b-a22b"),
+                   ("gemma-3-4b-it", "gemma-3-4b"), ("gemma-3-27b-it", "gemma-3-27b"), ("gpt-oss-20b", "gpt-oss-20b"),
+                   ("gpt-oss-120b", "gpt-oss-120b"), ("phi-4", "phi-4"), ("llama-4-scout-17b-16e-instruct", "llama-4-scout"),
+                   ("llama-4-maverick-17b-128e-instruct", "llama-4-maverick"), ("kimi-k2-instruct", "kimi-k2")]
 SHAPE = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "max_context", "mlp",
-         "tied_embeddings", "qkv_bias", "linear_bias", "norm", "position", "sliding_window", "layer_pattern",
-         "kv_share", "mla", "moe")
+         "tied_embeddings", "qkv_bias", "o_bias", "linear_bias", "norm", "norms_per_layer", "qk_norm", "position",
+         "nope_kinds", "sliding_window", "attention_chunk", "layer_pattern", "attention_sinks", "kv_share", "mla", "moe",
+         "weight_formats")
 
 
-@pytest.mark.parametrize("fixture, catalog", sorted(SAME_AS_CATALOG.items()))
+@pytest.mark.parametrize("fixture, catalog", SAME_AS_CATALOG)
 def test_import_agrees_with_the_hand_written_catalog_entry(fixture, catalog):
     imported, written = load_model(fx(fixture)), load_model(catalog)
     assert {f: getattr(imported, f) for f in SHAPE} == {f: getattr(written, f) for f in SHAPE}
@@ -162,12 +203,14 @@ def one_error_line(capsys, *argv) -> str:
     ("gpt2", {"n_embd": "wide"}, "n_embd", "integer"),
     ("llama-3.1-8b", {"tie_word_embeddings": "no"}, "tie_word_embeddings", "true or false"),
     ("llama-3.1-8b", {"num_key_value_heads": 5}, "num_key_value_heads", "not divisible"),
-    ("qwen1.5-moe-a2.7b-chat", {"decoder_sparse_step": 2}, "decoder_sparse_step", "cannot express"),
-    ("qwen1.5-moe-a2.7b-chat", {"mlp_only_layers": [3, 7]}, "mlp_only_layers", "cannot express"),
     ("qwen1.5-moe-a2.7b-chat", {"shared_expert_intermediate_size": 5000}, "shared_expert_intermediate_size",
      "not a multiple"),
-    ("deepseek-v2-lite", {"moe_layer_freq": 2}, "moe_layer_freq", "cannot express"),
     ("deepseek-v2-lite", {"first_k_dense_replace": 27}, "first_k_dense_replace", "no MoE layer"),
+    ("gemma-3-4b-it", {"text_config": {"hidden_size": 2560}}, "text_config.num_hidden_layers", "missing"),
+    ("gemma-3-4b-it", {"vision_config": {"hidden_size": 1152}}, "vision_config.intermediate_size", "missing"),
+    ("llama-4-scout-17b-16e-instruct", {"text_config": "x"}, "text_config", "mapping"),
+    ("gpt-oss-20b", {"layer_types": ["sliding_attention"] * 24, "sliding_window": ...}, "sliding_window", "missing"),
+    ("qwen3-8b", {"layer_types": ["chunked_attention"] * 36}, "layer_types", "cannot express"),
     ("qwen2.5-0.5b", {"use_sliding_window": True, "max_window_layers": ...}, "max_window_layers", "missing"),
     ("gemma-2-2b", {"layer_types": ["linear_attention"] * 26}, "layer_types", "cannot express"),
     ("gemma-2-2b", {"sliding_window": ...}, "sliding_window", "missing"),
@@ -185,6 +228,59 @@ def test_unknown_architecture_message_lists_what_to_add_by_hand(capsys, tmp_path
     p = _write(tmp_path, "config.json", {"architectures": ["RwkvForCausalLM"], "hidden_size": 2048})
     line = one_error_line(capsys, "import-config", p)
     assert "LlamaForCausalLM" in line and "write a model YAML by hand" in line and "n_kv_heads" in line
+    for arch in ("Llama4ForCausalLM", "Llama4ForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+                 "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "GptOssForCausalLM", "Phi3ForCausalLM",
+                 "DeepseekV3ForCausalLM"):
+        assert arch in line, arch
+
+
+def test_moe_layer_spacing_imports_as_a_pattern_of_moe_and_dense_layers(tmp_path):
+    q = load_model(_write(tmp_path, "a.json", _edit("qwen1.5-moe-a2.7b-chat", decoder_sparse_step=2)))
+    assert [q.moe.is_moe(i) for i in range(4)] == [False, True, False, True]  # (i + 1) % 2 == 0
+    q = load_model(_write(tmp_path, "b.json", _edit("qwen1.5-moe-a2.7b-chat", mlp_only_layers=[3, 7])))
+    assert [i for i in range(24) if not q.moe.is_moe(i)] == [3, 7]
+    q = load_model(_write(tmp_path, "c.json", _edit("qwen1.5-moe-a2.7b-chat", mlp_only_layers=[0, 1])))
+    assert (q.moe.first_dense_layers, q.moe.layer_pattern) == (2, "M")
+    d = load_model(_write(tmp_path, "d.json", _edit("deepseek-v2-lite", moe_layer_freq=2)))
+    assert [d.moe.is_moe(i) for i in range(5)] == [False, False, True, False, True]  # i >= 1 and i % 2 == 0
+
+
+def test_each_new_architecture_maps_to_the_schema():
+    q3 = load_model(fx("qwen3-8b"))
+    assert (q3.qk_norm, q3.qkv_bias, q3.o_bias, q3.sliding_window) == ("rmsnorm", False, False, None)
+    g3 = load_model(fx("gemma-3-4b-it"))  # the sparse text_config takes Gemma3TextConfig's defaults
+    assert (g3.vocab_size, g3.n_heads, g3.n_kv_heads, g3.head_dim, g3.tied_embeddings) == (262208, 8, 4, 256, True)
+    assert (g3.norms_per_layer, g3.qk_norm, g3.sliding_window, g3.layer_pattern) == (4, "rmsnorm", 1024, "LLLLLG")
+    oss = load_model(fx("gpt-oss-120b"))
+    assert (oss.attention_sinks, oss.qkv_bias, oss.o_bias, oss.sliding_window, oss.layer_pattern) == (True, True, True,
+                                                                                                       128, "LG")
+    assert (oss.moe.router_bias, oss.moe.expert_bias, oss.weight_format("experts")) == (True, True, "mxfp4")
+    sc, mv = load_model(fx("llama-4-scout-17b-16e-instruct")), load_model(fx("llama-4-maverick-17b-128e-instruct"))
+    assert (sc.layer_pattern, sc.nope_kinds, sc.attention_chunk, sc.qk_norm) == ("CCCG", "G", 8192, "l2")
+    assert (sc.moe.layer_pattern, sc.moe.n_shared, sc.moe.d_ff_expert, sc.d_ff) == ("M", 1, 8192, 16384)
+    assert (mv.moe.layer_pattern, mv.qk_norm, mv.max_context) == ("DM", None, 1048576)
+    phi = load_model(fx("phi-4"))
+    assert (phi.sliding_window, phi.n_kv_heads, phi.tied_embeddings) == (None, 10, False)
+    k2 = load_model(fx("kimi-k2-instruct"))
+    assert (k2.n_heads, k2.moe.n_experts, k2.moe.first_dense_layers, k2.moe.router_bias) == (64, 384, 1, True)
+
+
+def test_a_phi3_sliding_window_applies_to_every_layer(tmp_path):
+    m = load_model(_write(tmp_path, "p.json", _edit("phi-4", sliding_window=2047)))
+    assert (m.sliding_window, m.layer_kinds()) == (2047, "L" * 40)
+
+
+def test_gemma3_older_configs_with_sliding_window_pattern_and_newer_ones_with_layer_types_agree(tmp_path):
+    d = _edit("gemma-3-27b-it")
+    d["text_config"]["layer_types"] = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(62)]
+    assert load_model(_write(tmp_path, "g.json", d)).layer_pattern == load_model(fx("gemma-3-27b-it")).layer_pattern
+
+
+def test_a_dense_llama4_text_config_imports_without_experts(tmp_path):
+    d = _edit("llama-4-scout-17b-16e-instruct")
+    d["text_config"].update(moe_layers=[], interleave_moe_layer_step=0)
+    m = load_model(_write(tmp_path, "l.json", d))
+    assert m.moe is None and m.d_ff == 16384
 
 
 @pytest.mark.parametrize("text, words", [
