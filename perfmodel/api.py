@@ -41,10 +41,31 @@ def _required(x, opt: str) -> list:
 
 
 def _warn_context(m: Model, S, what: str = "--context") -> None:
-    """A context beyond max_context still computes; say so once per model (ContextWarning)."""
+    """A context beyond max_context still computes; say so once per model (ContextWarning).
+
+    The warning points at the first caller outside the perfmodel package (a notebook cell, a
+    script line), in Python words (`context=8192 is beyond max_context=4096`). Under the CLI the
+    message keeps the option's words (`--context 8192 > 4096`), which `perfmodel` prints on its
+    one `perfmodel: warning:` line."""
+    import os
+    import sys
+
     top = float(np.max(S))
-    if top > m.max_context:
-        warnings.warn(f"{m.name} {what} {top:.0f} > {m.max_context}", ContextWarning, stacklevel=3)
+    if top <= m.max_context:
+        return
+    pkg = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    cli = pkg + "cli" + os.sep
+    frame, level, from_cli = sys._getframe(1), 2, False
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
+        from_cli = from_cli or os.path.abspath(frame.f_code.co_filename).startswith(cli)
+        frame, level = frame.f_back, level + 1
+    if from_cli:
+        text = f"{m.name} {what} {top:.0f} > {m.max_context}"
+    else:
+        arg = what.replace("--", "").replace(" ", "")  # "context", "prompt+generate"
+        text = (f"{m.name}: {arg}={top:.0f} is beyond max_context={m.max_context} (computed anyway; the model was not "
+                "trained this long)")
+    warnings.warn(text, ContextWarning, stacklevel=level)
 
 
 MAX_POINTS, MAX_STEPS = 10**6, 10**7  # grid points per query; grid points x decode steps per request

@@ -43,3 +43,133 @@ def test_a_mixed_step_counts_attention_at_each_sequences_own_context():
     assert a["bytes"] == pytest.approx(b["bytes"])  # KV read is linear in the contexts' sum
     c = engine.mixed_step(m, hw, [1, 512], [2000.0, 512.0])  # a decode plus a prompt chunk
     assert c["tokens"] == 513 and c["latency_s"] > b["latency_s"]
+
+
+# ---------------------------------------------------------------- the package namespace (issue 16)
+import doctest  # noqa: E402
+import inspect  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+from perfmodel import api, grid, measure, parallel, serving, whatif  # noqa: E402
+from perfmodel.measure import published  # noqa: E402
+
+PUBLIC = [getattr(pm, n) for n in pm.__all__ if inspect.isfunction(getattr(pm, n))]
+
+
+@pytest.mark.parametrize("fn", PUBLIC, ids=lambda f: f.__name__)
+def test_every_public_function_has_a_real_signature_and_documents_parameters_units_and_an_example(fn):
+    sig = inspect.signature(fn)
+    assert not [p for p in sig.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)], sig
+    doc = inspect.getdoc(fn) or ""
+    assert "Returns\n-------" in doc and "Example\n-------" in doc and ">>>" in doc, fn.__name__
+    if sig.parameters and fn.__name__ != "serve_runs":  # serve_runs: "parameters as in serve_sim"
+        params = doc.split("Parameters\n----------\n")[1].split("\n\n")[0]
+        described = {n.strip() for line in params.splitlines() if not line.startswith(" ")
+                     for n in line.split(" : ")[0].split(",")}
+        assert set(sig.parameters) <= described, set(sig.parameters) - described
+
+
+WRAPS = [(pm.decode, api.decode), (pm.prefill, api.prefill), (pm.request, api.request), (pm.intensity, api.intensity),
+         (pm.kv, api.kv), (pm.budget, api.budget), (pm.show, api.show), (pm.list_specs, api.list_specs),
+         (pm.ridge, api.ridge), (pm.compare, whatif.compare), (pm.formats, whatif.formats),
+         (pm.weights, whatif.weights), (pm.speculative, whatif.speculative), (pm.plan, parallel.plan),
+         (pm.sweep, grid.sweep), (pm.serve_sim, serving.serve_runs), (pm.serve_runs, serving.serve_runs),
+         (pm.kv_memory, serving.kv_memory), (pm.validation, measure.validation), (pm.make_traffic, serving.make_traffic),
+         (pm.simulate, serving.simulate), (pm.load_model, pm.specs.load_model),
+         (pm.load_hardware, pm.specs.load_hardware), (pm.evaluate, engine.evaluate),
+         (pm.per_sequence, engine.per_sequence), (pm.max_batch, engine.max_batch), (pm.build_ops, pm.ops.build_ops)]
+
+
+@pytest.mark.parametrize("mine,theirs", WRAPS, ids=lambda f: f"{f.__module__}.{f.__name__}")
+def test_the_namespace_functions_take_exactly_the_parameters_of_what_they_call(mine, theirs):
+    a, b = inspect.signature(mine).parameters, inspect.signature(theirs).parameters
+    assert list(a) == list(b)
+    assert [p.default for p in a.values()] == [p.default for p in b.values()]
+
+
+def test_the_docstring_examples_run():
+    r = doctest.testmod(pm, extraglobs={"pm": pm}, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert r.attempted > 40 and r.failed == 0
+
+
+def test_the_module_docstring_says_what_returns_a_dataframe_and_what_does_not():
+    doc = pm.__doc__
+    assert "every function returns a DataFrame" not in doc
+    for name in ("decode", "compare", "plan", "build_ops", "evaluate", "ridge", "load_model", "explore"):
+        assert name in doc
+
+
+@pytest.mark.parametrize("call,cols", [
+    (lambda: pm.compare(["llama-2-13b", "llama-2-13b-gqa8"], batch=64, context=1024), ["max_batch", "batch"]),
+    (lambda: pm.speculative(), ["gamma", "best_gamma"]),
+    (lambda: pm.speculative(draft="llama-2-7b", target="llama-2-70b"), ["gamma", "best_gamma", "batch"]),
+    (lambda: pm.serve_sim(requests=8, slots=4, output_len="16"), ["requests", "sequences", "tokens", "steps", "slots"]),
+    (lambda: pm.kv_memory(requests=8, output_len="16"), ["requests", "block_size", "peak_sequences"]),
+    (lambda: pm.plan(batch=[8]), ["tp", "pp", "ep", "replicas", "devices", "batch"]),
+    (lambda: pm.budget(), ["max_batch", "max_tokens", "context"]),
+    (lambda: pm.weights(), ["params"]),
+    (lambda: pm.intensity(), ["layers"]),
+    (lambda: pm.decode(tp=2, batch=[1, 8]), ["tp", "devices", "batch", "context"]),
+])
+def test_counts_come_back_as_integers(call, cols):
+    df = call()
+    assert isinstance(df, pd.DataFrame)
+    for c in cols:
+        assert pd.api.types.is_integer_dtype(df[c]), (c, df[c].dtype)
+
+
+def test_whatif_functions_are_in_the_namespace_and_return_dataframes():
+    for df in (pm.compare(["llama-2-13b", "llama-2-13b-mla"]), pm.formats(), pm.weights("llama-2-13b", "int8"),
+               pm.speculative(alpha=[0.7], gamma=[2]), pm.plan(batch=[1])):
+        assert isinstance(df, pd.DataFrame) and len(df)
+    assert pm.plan(batch=[1]).attrs["summary"]["min_devices"] == 2
+
+
+def test_the_context_warning_points_at_the_callers_line_in_python_words():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pm.decode("llama-2-7b", batch=1, context=8192); line = inspect.currentframe().f_lineno  # noqa: E702
+        pm.request("llama-2-7b", prompt=4000, generate=200)
+    ctx = [w for w in caught if issubclass(w.category, pm.ContextWarning)]
+    assert len(ctx) == 2
+    assert all(w.filename == __file__ for w in ctx) and ctx[0].lineno == line
+    assert str(ctx[0].message).startswith("llama-2-7b: context=8192 is beyond max_context=4096")
+    assert str(ctx[1].message).startswith("llama-2-7b: prompt+generate=4200 is beyond max_context=4096")
+    assert not any("--" in str(w.message) for w in ctx)
+
+
+def test_the_cli_keeps_its_own_wording_of_the_context_warning(capsys):
+    from perfmodel.cli import main
+
+    assert main(["decode", "-m", "llama-2-7b", "--context", "8192", "--batch", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "llama-2-7b --context 8192 > 4096" in err and "context=8192" not in err
+
+
+def test_human_shows_any_result_in_human_units():
+    df = pm.decode(batch=[1, 64])
+    h = pm.human(df)
+    assert list(h.columns[:7]) == ["model", "hardware", "batch", "context", "mode", "latency", "tokens/s"]
+    assert h.loc[0, "latency"] == "7.928 ms" and h.loc[1, "KV cache"] == "53.69 GB" and h.loc[0, "fits"] == "yes"
+    assert df.pm.human().equals(h)
+    assert list(pm.human(df, headers=False).columns) == list(df.columns)
+    assert pm.human({"time_s": [0.5e-3]}).loc[0, "time"] == "500 µs"
+
+
+def test_the_saved_run_ships_inside_the_package_and_matches_the_documented_one():
+    docs = Path(__file__).resolve().parent.parent / "docs" / "validation" / "cpu-quick"
+    names = sorted(p.name for p in docs.iterdir())
+    assert sorted(p.name for p in pm.SAVED_RUN.iterdir()) == names
+    for n in names:
+        assert (pm.SAVED_RUN / n).read_bytes() == (docs / n).read_bytes(), n
+    assert pm.validation(pm.SAVED_RUN).equals(pm.validation(docs))
+
+
+def test_published_validation_passes_its_arguments():
+    p = pm.published_validation(categories=["moe"])
+    assert len(p) and all("moe" in c for c in p.category)
+    assert inspect.signature(pm.published_validation).parameters.keys() == {"cases", "categories"}
+    assert list(inspect.signature(published.published).parameters) == ["path", "categories"]
