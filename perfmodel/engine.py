@@ -80,20 +80,47 @@ def roofline(ops: list[Op], hw: Hardware, prec: Precision, keys=None, layout: La
     communication time (collectives are ops too). With the roofline's TimeModel (the default) the time
     is the sum of per-op roofline times; with the achievable one it is
     max(sum of device times, sum of host launch times) + the per-step overhead (timemodel.py)."""
-    keys = keys or (0,) * len(ops)
-    time, flops, nbytes, tcb, tcomm = _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys), _Sum(keys)
-    host, step = 0.0, 0.0
-    for op, (tc, tmem, t, b, t_cpu, t_step) in zip(ops, (tm or TimeModel.roofline()).price(ops, hw, prec, layout, comm)):
-        time.add(t * op.count)
-        flops.add(op.flops * op.count)
-        nbytes.add(b * op.count)
-        tcb.add(np.where(tc > tmem, t, 0.0) * op.count)
-        tcomm.add((t if op.kind == COMM else 0.0 * t) * op.count)
-        host, step = host + t_cpu * op.count, step + t_step * op.count
-    device = time.total()
-    total = device if (host == 0.0 and step == 0.0) else np.maximum(device, host) + step
-    return {"time": total, "flops": flops.total(), "bytes": nbytes.total(), "device_time": device, "host_time": host,
-            "step_overhead": step, "compute_bound_time": tcb.total(), "comm_time": tcomm.total()}
+    acc = Fold(keys or (0,) * len(ops))
+    acc.add(ops, (tm or TimeModel.roofline()).price(ops, hw, prec, layout, comm))
+    return acc.result()
+
+
+class Fold:
+    """The running sums of roofline() over an op list, op by op in list order. A prefix of an op list
+    folded once can be copied and continued (serving.stepcost): the same additions in the same order,
+    so the same bits as folding the whole list."""
+
+    def __init__(self, keys):
+        self.sums = tuple(_Sum(keys) for _ in range(5))  # time, flops, bytes, compute-bound time, comm time
+        self.host = self.step = 0.0
+
+    def copy(self) -> "Fold":
+        new = Fold.__new__(Fold)
+        new.sums = tuple(_Sum.__new__(_Sum) for _ in self.sums)
+        for a, b in zip(new.sums, self.sums):
+            a.keys, a.parts, a.i = b.keys, dict(b.parts), b.i
+        new.host, new.step = self.host, self.step
+        return new
+
+    def add(self, ops, priced) -> None:
+        time, flops, nbytes, tcb, tcomm = self.sums
+        host, step = self.host, self.step
+        for op, (tc, tmem, t, b, t_cpu, t_step) in zip(ops, priced):
+            time.add(t * op.count)
+            flops.add(op.flops * op.count)
+            nbytes.add(b * op.count)
+            tcb.add(np.where(tc > tmem, t, 0.0) * op.count)
+            tcomm.add((t if op.kind == COMM else 0.0 * t) * op.count)
+            host, step = host + t_cpu * op.count, step + t_step * op.count
+        self.host, self.step = host, step
+
+    def result(self) -> dict:
+        time, flops, nbytes, tcb, tcomm = self.sums
+        host, step = self.host, self.step
+        device = time.total()
+        total = device if (host == 0.0 and step == 0.0) else np.maximum(device, host) + step
+        return {"time": total, "flops": flops.total(), "bytes": nbytes.total(), "device_time": device,
+                "host_time": host, "step_overhead": step, "compute_bound_time": tcb.total(), "comm_time": tcomm.total()}
 
 
 def memory(ops: list[Op], model: Model, B, S, prec: Precision, keys=None) -> dict:

@@ -229,6 +229,9 @@ def attention_kernels(seq=(512, 2048, 8192, 32768, 131072), heads=32, head_dim=1
 
 
 # ---------------------------------------------------------------- generation with and without a cache
+GENERATION_STEPS = 10**7  # steps summed by one generation-cost query
+
+
 def generation_cost(model="llama-2-13b", tokens=(256, 1024, 4096), batch=1, weights_dtype="bf16", kv_dtype=None,
                     act_dtype="bf16", sets=None) -> dict:
     """MACs, bytes and memory to generate T tokens from a one-token prompt.
@@ -240,8 +243,13 @@ def generation_cost(model="llama-2-13b", tokens=(256, 1024, 4096), batch=1, weig
     prec = _prec(weights_dtype, kv_dtype, act_dtype)
     Ts = _positive(tokens, "--tokens")
     B = float(_positive(batch, "--batch")[0])
+    names = _names(model)
+    if float(np.sum(Ts)) * len(names) > GENERATION_STEPS:  # refused before any work: ~2 s per 10^7 steps here
+        raise SpecError("--tokens", None, f"{float(np.sum(Ts)) * len(names):,.0f} generation steps in all (every "
+                        f"step of every T is summed), over the limit of {GENERATION_STEPS:,}; the costs grow as "
+                        "T^2 (cached) and T^3 (uncached), so take a smaller T and scale")
     out = []
-    for name in _names(model):
+    for name in names:
         m = load_model(name, sets) if not isinstance(name, Model) else name
         rows = {k: [] for k in ("tokens", "macs_cached", "macs_uncached", "bytes_cached", "bytes_uncached",
                                 "memory_cached", "memory_uncached", "attention_macs_cached", "attention_macs_uncached")}

@@ -21,27 +21,28 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--models", help="
           weights_dtype: str = typer.Option("bf16", "--weights-dtype", help="Comma list of formats."),
           kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV formats."),
           act_dtype: str = ADtype, mode: str = Mode, sets: Optional[List[str]] = Sets,
-          out: Optional[str] = typer.Option(None, "-o", "--out", help="Stream to FILE.csv or FILE.parquet."),
-          chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", help="Rows evaluated and written per chunk."),
+          out: Optional[str] = typer.Option(None, "-o", "--out", help="Stream to FILE.csv or FILE.parquet (written whole or not at all)."),
+          chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", help="Rows evaluated per block (at most)."),
+          max_rows: Optional[int] = typer.Option(None, "--max-rows", help="Refuse a grid of more rows than this; default 10,000,000 (about 10 s to CSV here)."),
           progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Default: on a terminal."),
           fmt: str = Fmt, impl: Optional[str] = Impl):
     """Decode metrics over a whole grid (models x hardware x formats x batch x context), vectorized."""
     from .. import grid as sw
 
-    if chunk_rows < 1:
-        raise SpecError("--chunk-rows", None, "must be at least 1")
     kv = kv_dtype.split(",") if kv_dtype else [None]
-    api.check_mode(mode, impl)
+    max_rows = sw.MAX_ROWS if max_rows is None else max_rows
     if out:
         r = sw.sweep(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype, mode, _sets(sets),
-                     out, chunk_rows, progress, impl)
+                     out, chunk_rows, progress, impl, max_rows)
         sys.stderr.write(f"wrote {r['rows']:,} rows to {r['path']} in {r['seconds']:.2f} s\n")
         return
-    n = sw.grid_size(models, hardware, batch, context, weights_dtype.split(","), kv)
+    if chunk_rows < 1:
+        raise SpecError("--chunk-rows", None, f"must be at least 1, got {chunk_rows}")
+    n = sw.grid_size(models, hardware, batch, context, weights_dtype.split(","), kv, max_rows)
     if n > 100_000:
         raise SpecError("sweep", None, f"{n:,} rows: write them to a file with -o FILE.csv")
     t = api.concat(list(sw.iter_chunks(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype,
-                                       mode, _sets(sets), chunk_rows, impl)))
+                                       mode, _sets(sets), chunk_rows, impl, max_rows)))
     _out(render(t, _fmt(fmt)))
     if fmt == "table":
         _out(mode_note(mode, impl, hardware, _sets(sets)))

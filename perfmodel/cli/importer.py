@@ -45,8 +45,7 @@ def import_config(path: str = typer.Argument(..., help="A Hugging Face config.js
         raise SpecError(output, None, "already exists; pass --force to overwrite it")
     if dest.suffix not in (".yaml", ".yml"):
         raise SpecError(output, None, "must end in .yaml or .yml (commands find model files by that suffix)")
-    try:
-        dest.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise SpecError(output, None, f"cannot write ({e.__class__.__name__}: {e.strerror or e})") from None
+    from ..fileio import write_text
+
+    write_text(dest, text, "-o")
     _out(f"wrote {output}: {model.name}, {param_count(model):,} parameters")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 import warnings
 from typing import Optional
@@ -45,11 +46,57 @@ def main(argv: Optional[list] = None) -> int:
     return code
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived. A BaseException that is not KeyboardInterrupt, so that click passes it
+    through unchanged (it turns KeyboardInterrupt into Abort) and no `except Exception` swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise(signum, frame):
+    raise Interrupted(signum)
+
+
+def _handlers() -> dict:
+    """SIGINT and SIGTERM raise Interrupted, even where the parent started us with them ignored (a
+    background job of a non-interactive shell has SIGINT ignored). Off the main thread: none."""
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            old[sig] = signal.signal(sig, _raise)
+        except (ValueError, OSError):  # not the main thread, or no such signal here
+            pass
+    return old
+
+
+def _interrupted(signum: int) -> int:
+    name = signal.Signals(signum).name
+    sys.stderr.write(f"perfmodel: interrupted by {name}; output files were left as they were before this run\n")
+    return 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+
 def _main(argv: Optional[list] = None) -> int:
+    old = _handlers()
+    try:
+        return _run(argv)
+    except Interrupted as e:  # arrived outside the app (while printing, or unwinding)
+        return _interrupted(e.signum)
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _run(argv: Optional[list] = None) -> int:
     no_args, usage, abort, exit_ = _click_errors()
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):  # a non-finite result is an error
-            app(args=argv, prog_name="perfmodel", standalone_mode=False)
+            rv = app(args=argv, prog_name="perfmodel", standalone_mode=False)
+        if rv == 130:  # typer's answer to a KeyboardInterrupt it caught itself
+            return _interrupted(signal.SIGINT)
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv:  # a command's ctx.exit(n)
+            return rv
     except SpecError as e:
         sys.stderr.write(f"perfmodel: error: {e}\n")
         return 2
@@ -60,7 +107,13 @@ def _main(argv: Optional[list] = None) -> int:
         msg = " ".join(e.format_message().split())  # one line
         sys.stderr.write(f"perfmodel: error: {msg}\n")
         return 2
-    except abort:
+    except Interrupted as e:
+        return _interrupted(e.signum)
+    except KeyboardInterrupt:
+        return _interrupted(signal.SIGINT)
+    except abort as e:  # click turns a KeyboardInterrupt (and EOF at a prompt) into Abort
+        if isinstance(e.__context__, KeyboardInterrupt) or isinstance(e.__cause__, KeyboardInterrupt):
+            return _interrupted(signal.SIGINT)
         sys.stderr.write("perfmodel: aborted\n")
         return 1
     except exit_ as e:

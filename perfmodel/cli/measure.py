@@ -67,13 +67,11 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
     sys.stderr.write(f"perfmodel: {n} cases, timed in interleaved rounds (each round samples every case)\n")
     results = M.run_suite(b, preset, _progress(n), _round)
     folder = Path(out)
-    paths = M.write(results, folder)
-    text, hw, eff = calibrate(results, paths["csv"].name, ref)
-    (folder / "measured.yaml").write_text(text)
-    (folder / "decode-model.yaml").write_text(model_yaml(results))
+    text, hw, eff = calibrate(results, "results.csv", ref)
     if eff:
         results["meta"]["efficiency_vs"] = {"spec": like, **eff}
-        M.write(results, folder)
+    # the results and the specs calibrated from them change together or not at all
+    paths = M.write(results, folder, {"measured.yaml": text, "decode-model.yaml": model_yaml(results)})
     rows = {"quantity": ["memory_bandwidth"] + [f"peak_flops.{k}" for k in hw.peak_flops]
             + ["kernel_overhead", "gemm_weight_passes", "attention_kv_passes"],
             "measured": [f"{hw.memory_bandwidth / 1e9:.4g} GB/s"] + [f"{v / 1e9:.4g} GFLOP/s" for v in hw.peak_flops.values()]

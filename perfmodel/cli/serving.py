@@ -12,7 +12,6 @@ import typer
 from .. import api, serving
 from .common import (EP, PP, TP, Energy, Impl, Price, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out,
                      _sets, app, mode_note)
-from ..errors import SpecError
 from ..report import _human, _is_num, render
 
 Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path.")
@@ -31,6 +30,8 @@ Prefill = typer.Option("chunked", "--prefill",
                        help="chunked: prompt tokens ride in decode steps; separate: prefill-only steps.")
 Budget = typer.Option(None, "--token-budget", help="Tokens per step (chunked prefill); default: whole prompts (Orca).")
 Seed = typer.Option(0, "--seed", help="Seed of the random arrivals and lengths.")
+MaxTokens = typer.Option(None, "--max-tokens", help="Refuse to simulate more generated tokens than this, over all "
+                         "runs; default 5,000,000 (about 10 s here).")
 Quantum = typer.Option(16, "--cost-quantum",
                        help="Decode contexts rounded up to this many tokens to cache step costs (1: exact).")
 
@@ -92,23 +93,21 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, tp: int = TP, pp: int = PP, ep: int = EP,
               replicas: int = Replicas, price: Optional[str] = Price, energy: bool = Energy,
               mode: str = typer.Option("roofline", "--mode", help="Step cost: roofline (the ideal bound) or achievable."),
-              impl: Optional[str] = Impl):
+              impl: Optional[str] = Impl, max_tokens: Optional[int] = MaxTokens):
     """Simulate serving: static vs continuous batching on the engine's step cost."""
     fmt = _fmt(fmt)
     runs = serving.serve_runs(model, hardware, policy, requests, slots, rate, trace,
                               prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, _budget(token_budget),
                               seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum, tp, pp, ep,
-                              replicas, price, energy, mode, impl)
+                              replicas, price, energy, mode, impl, max_tokens)
     econ = [c for c in serving.ECONOMICS if c in runs[0].summary]
     extra = [c for c in ["impl"] if c in runs[0].summary]
     table = serving._table([r.summary for r in runs], serving.SUMMARY + extra + econ)
     if timeline:
-        try:
-            with open(timeline, "w") as f:
-                f.write(render(serving.timeline(runs), "csv") + "\n")
-        except OSError as e:
-            raise SpecError("--timeline", None, f"cannot write {timeline}: {e.strerror or e}") from None
+        from ..fileio import write_text
+
+        write_text(timeline, render(serving.timeline(runs), "csv") + "\n", "--timeline")
     _out(_render(table, fmt, serving.SUMMARY + extra + econ, SIM_HUMAN + [(c, c) for c in econ]))
     if fmt == "table" and len(runs) == 2:
         s, c = (r.summary for r in runs)
@@ -134,14 +133,14 @@ def kv_memory(model: str = Model, hardware: str = Hardware,
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt,
               mode: str = typer.Option("roofline", "--mode", help="Step cost: roofline (the ideal bound) or achievable."),
-              impl: Optional[str] = Impl):
+              impl: Optional[str] = Impl, max_tokens: Optional[int] = MaxTokens):
     """KV memory under continuous batching: contiguous vs paged vs paged with prefix sharing."""
     fmt = _fmt(fmt)
     blocks = [b.strip() for b in str(block_size).split(",") if b.strip()]
     t = serving.kv_memory(model, hardware, requests, slots, rate, trace,
                           prompt_len, output_len,
                           blocks, shared_prefix, samples, prefill, _budget(token_budget), seed, weights_dtype,
-                          kv_dtype, act_dtype, _sets(sets), cost_quantum, mode, impl)
+                          kv_dtype, act_dtype, _sets(sets), cost_quantum, mode, impl, max_tokens)
     _out(_render(t, fmt, serving.KV_REPORT + [c for c in ["impl"] if c in t], KV_HUMAN))
     if fmt == "table":
         cap = t["kv_capacity_bytes"][0]

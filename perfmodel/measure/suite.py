@@ -375,18 +375,31 @@ def sizes_text(params: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in flat.items())
 
 
-def write(results: dict, out: Path) -> dict[str, Path]:
-    """results.json (everything, samples included) and results.csv (one row per case)."""
+def write(results: dict, out: Path, extra: dict | None = None) -> dict[str, Path]:
+    """results.json (everything, samples included), results.csv (one row per case) and any `extra`
+    {file name: text} (the calibrated specs), changed together or not at all (perfmodel.fileio)."""
     import csv
+    import io
 
-    out.mkdir(parents=True, exist_ok=True)
+    from ..errors import SpecError
+    from ..fileio import atomic_group
+
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SpecError("--out", None, f"cannot create the folder {out}: {e.strerror or e}") from None
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in results["cases"]:
+        w.writerow({k: (sizes_text(r["params"]) if k == "sizes" else r.get(k)) for k in CSV_COLUMNS})
+    texts = {"results.json": json.dumps(results, indent=1) + "\n", "results.csv": buf.getvalue(), **(extra or {})}
+    with atomic_group({name: out / name for name in texts}, "--out") as tmps:
+        for name, text in texts.items():
+            tmps[name].write_text(text, encoding="utf-8")
     paths = {"json": out / "results.json", "csv": out / "results.csv"}
-    paths["json"].write_text(json.dumps(results, indent=1) + "\n")
-    with paths["csv"].open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for r in results["cases"]:
-            w.writerow({k: (sizes_text(r["params"]) if k == "sizes" else r.get(k)) for k in CSV_COLUMNS})
+    paths.update({name: out / name for name in extra or {}})
     return paths
 
 

@@ -28,12 +28,30 @@ def _slots(slots):
     return _whole(slots, "--slots")
 
 
+MAX_TOKENS = 5_000_000  # generated tokens simulated by one command, over all its runs: about 10 s here
+
+
+def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None) -> None:
+    """Refuse up front a simulation of more than max_tokens generated tokens in all: first from the request
+    count alone (each sequence generates at least one token), then from the drawn or traced lengths."""
+    limit = _whole(MAX_TOKENS if max_tokens is None else max_tokens, "--max-tokens")
+    how = f"over the limit of {limit:,} (pass --max-tokens N, or max_tokens=N, to go past it)"
+    if tr is None:
+        n = runs * _whole(64 if requests is None else requests, "--requests") * _whole(samples, "--samples")
+        if n > limit:
+            raise SpecError("--requests", None, f"{n:,} sequences x runs generate at least {n:,} tokens, {how}")
+        return
+    total = runs * int(tr.outputs.sum())
+    if total > limit:
+        raise SpecError("--requests", None, f"{tr.n:,} requests generate {total:,} tokens over {runs} run(s), {how}")
+
+
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None,
                trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
                block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
                seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
                cost_quantum=16, tp=1, pp=1, ep=1, replicas=1, price=None, energy=False, mode="roofline",
-               impl=None) -> list:
+               impl=None, max_tokens=None) -> list:
     """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic.
 
     mode: the step cost's mode, roofline (the ideal bound) or achievable (implementation profile `impl`).
@@ -54,9 +72,12 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     R = lay.replicas
     if R > 1 and trace is not None:
         raise SpecError("--replicas", None, "with a trace, simulate one replica's share of it (no splitting of traces)")
-    share = None if requests is None else max(1, -(-int(requests) // R))
+    share = None if requests is None else max(1, -(-_whole(requests, "--requests") // R))  # 0 is refused
+    if trace is None:
+        _bound(len(pols), max_tokens, share, samples)
     tr = make_traffic(share, None if rate is None else rate / R, trace, prompt_len, output_len, samples,
                       shared_prefix, seed)
+    _bound(len(pols), max_tokens, tr=tr)
     one = lay.__class__(lay.tp, 1, lay.ep, 1)
     cost = StepCost(m, hw, prec, cost_quantum, one, mode, impl)
     runs = [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
@@ -117,15 +138,18 @@ KV_REPORT = ["manager", "mode", "block_size", "requests", "peak_sequences", "mea
 def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
               prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, block_size=16, shared_prefix=0, samples=1,
               prefill="chunked", token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
-              sets=None, cost_quantum=16, mode="roofline", impl=None) -> dict:
+              sets=None, cost_quantum=16, mode="roofline", impl=None, max_tokens=None) -> dict:
     """The same traffic under continuous batching with each KV manager: contiguous reservation,
     paged, paged with prefix sharing (one row each per block size). Memory columns are means over
     time (weighted by iteration), so they describe the run, not one instant."""
     m, hw, prec = _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets)
-    tr = make_traffic(256 if requests is None and trace is None else requests, rate, trace, prompt_len, output_len,
-                  samples, shared_prefix, seed)
     blocks = block_size if isinstance(block_size, (list, tuple)) else [block_size]
     blocks = [_whole(b, "--block-size") for b in blocks]
+    n = 256 if requests is None and trace is None else requests
+    if trace is None:
+        _bound(1 + 2 * len(blocks), max_tokens, n, samples)
+    tr = make_traffic(n, rate, trace, prompt_len, output_len, samples, shared_prefix, seed)
+    _bound(1 + 2 * len(blocks), max_tokens, tr=tr)
     from ..api import check_mode
 
     impl = check_mode(mode, impl, ("roofline", "achievable"), sets)

@@ -214,11 +214,61 @@ class Paged:
     def update(self, g: Group) -> bool:
         """Cover every sequence's held tokens (growth, a fork's copies, or a finished sample's blocks
         returned). False, and nothing changes, when there is no room."""
-        rec = self._need(g)
+        old, seqs = g.mem, g.seqs
+        if len(seqs) == 1 and old is not None:  # the common case, inlined (the simulator calls this per group per step)
+            k, b = seqs[0].known, self.block
+            logical = -(-k // b)
+            if self.share:
+                base = g.prompt // b
+                own, t = base - self.sys_blocks, k - base * b
+                rec = (own - (-t // b), own * b + t, logical, 1)
+            else:
+                rec = (logical, k, logical, 1)
+            if rec[0] == old[0] and old[3] == 1:  # no new block: only the held tokens change
+                if 0.0 > self.free_bytes():  # the same test as below, whose cost difference is then 0
+                    return False
+                self.held += rec[1] - old[1]
+                self.logical += rec[2] - old[2]
+                g.mem = rec
+                return True
+        else:
+            rec = self._need(g)
         if self._cost(rec) - self._cost(g.mem) > self.free_bytes():
             return False
         self._apply(g, rec)
         return True
+
+    def update_from(self, groups: list, i: int = 0) -> int:
+        """update() on groups[i:] in order until one has no room: its index, or len(groups). The same
+        steps as calling update() on each (the simulator's hot loop, with the one-sequence case inlined)."""
+        b, share, sysb, n, free = self.block, self.share, self.sys_blocks, len(groups), None
+        while i < n:
+            g = groups[i]
+            old, seqs = g.mem, g.seqs
+            if len(seqs) == 1 and old is not None and old[3] == 1:
+                k = seqs[0].known
+                logical = -(-k // b)
+                if share:
+                    base = g.prompt // b
+                    own, t = base - sysb, k - base * b
+                    blocks, held = own - (-t // b), own * b + t
+                else:
+                    blocks, held = logical, k
+                if blocks == old[0]:  # no new block: update()'s test with a cost difference of 0
+                    if free is None:
+                        free = self.free_bytes()  # unchanged until a block is allocated
+                    if 0.0 > free:
+                        return i
+                    self.held += held - old[1]
+                    self.logical += logical - old[2]
+                    g.mem = (blocks, held, logical, 1)
+                    i += 1
+                    continue
+            if not self.update(g):
+                return i
+            free = None
+            i += 1
+        return n
 
     def drop(self, g: Group, s: Seq) -> None:
         """A finished sample's own blocks go back. (Right after a fork the other samples' copies may
@@ -316,6 +366,11 @@ class Contiguous:
         self.nseq += rec[1] - g.mem[1]
         g.mem = rec
         return True  # a reservation already covers every token its sequence will hold
+
+    def update_from(self, groups: list, i: int = 0) -> int:
+        for g in groups[i:]:
+            self.update(g)  # never short of room: a reservation covers its sequence's tokens
+        return len(groups)
 
     def drop(self, g: Group, s: Seq) -> None:
         self._free(s.region)

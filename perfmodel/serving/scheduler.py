@@ -52,41 +52,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import engine
 from ..errors import SpecError
 from ..ops import Precision
 from ..specs import Hardware, Model
 from .kvmemory import Contiguous, Group, KVSizes, Paged, kv_sizes
+from .stepcost import StepCost
 from .traffic import Traffic, _whole
 
 POLICIES = ("static", "continuous")
 PREFILL = ("chunked", "separate")
 MANAGERS = ("contiguous", "paged")
-
-
-# ---------------------------------------------------------------- step cost
-class StepCost:
-    """Iteration time from engine.mixed_step, cached on the (quantized) batch composition."""
-
-    def __init__(self, model: Model, hw: Hardware, prec: Precision, quantum: int = 16, layout=None,
-                 mode: str = "roofline", impl=None):
-        self.model, self.hw, self.prec, self.q = model, hw, prec, _whole(quantum, "--cost-quantum")
-        self.layout, self.mode = layout, mode
-        self.tm = engine.time_model(mode, hw, impl)  # the roofline's ideal bound or the achievable estimate
-        self.cache: dict = {}
-        self.calls = 0
-
-    def __call__(self, rows) -> float:
-        """rows: (T_i, S_i) of every sequence in the iteration."""
-        q = self.q
-        key = tuple(sorted((T, -(-S // q) * q if T == 1 else S) for T, S in rows))
-        t = self.cache.get(key)
-        if t is None:
-            a = np.array(key, dtype=np.float64)
-            t = self.cache[key] = engine.mixed_step(self.model, self.hw, a[:, 0], a[:, 1], self.prec,
-                                                    layout=self.layout, tm=self.tm)["latency_s"]
-            self.calls += 1
-        return t
 
 
 # ---------------------------------------------------------------- the simulator
@@ -143,8 +118,7 @@ class _Sim:
             outs = np.concatenate([g.outs for g in batch])
             prompts = np.concatenate([[g.prompt] * len(g.outs) for g in batch])
             k = np.arange(int(outs.max()))  # k = 0: prefill of every row at the longest prompt; then decodes
-            dt = np.array([self.cost([(pmax, pmax)] * rows)] +
-                          [self.cost([(1, pmax + j)] * rows) for j in range(1, k.size)])
+            dt = np.array([self.cost.same(pmax, pmax, rows)] + [self.cost.same(1, pmax + j, rows) for j in range(1, k.size)])
             gen = np.sum(outs[None, :] > k[:, None], axis=1)  # rows past their output produce padding
             held = sz.bytes(np.sum(prompts[None, :] + np.minimum(k[:, None] + 1, outs[None, :]), axis=1), rows)
             start = self.t + np.concatenate([[0.0], np.cumsum(dt)[:-1]])
@@ -179,10 +153,10 @@ class _Sim:
                 continue
             # room for every running group's held tokens, oldest first; a shortage preempts the newest
             preempted, i = 0, 0
-            while i < len(running):
-                if mem.update(running[i]):
-                    i += 1
-                    continue
+            while True:
+                i = mem.update_from(running, i)  # update() on each, oldest first, until one has no room
+                if i >= len(running):
+                    break
                 v = running.pop()
                 mem.release(v)
                 v.reset()
@@ -199,23 +173,30 @@ class _Sim:
                         s.ctx = max(s.ctx, mem.sys_tokens)
             # the iteration's batch
             seqs = [s for g in running for s in g.seqs]
-            if prefill == "separate" and any(s.left > 1 for s in seqs):
+            todo = [s.known - s.ctx for s in seqs]  # Seq.left, inlined: tokens before each one's next token
+            if prefill == "separate" and any(x > 1 for x in todo):
                 rows, left = [], budget
-                for s in (s for s in seqs if s.left > 1):
-                    if rows and s.left > left:
+                for s, x in zip(seqs, todo):
+                    if x <= 1:
+                        continue
+                    if rows and x > left:
                         break  # FIFO: whole prompts while the budget lasts, at least one
-                    rows.append((s, s.left))
-                    left -= s.left
-                kind = "prefill"
+                    rows.append((s, x))
+                    left -= x
+                kind, dec, pre_tok = "prefill", 0, sum(c for _, c in rows)  # every row is a prompt (x > 1)
             else:
-                rows = [(s, 1) for s in seqs if s.left == 1]
-                left = budget - len(rows)
-                for s in seqs:
-                    if s.left > 1 and left > 0:
-                        c = int(min(s.left, left))
+                rows = [(s, 1) for s, x in zip(seqs, todo) if x == 1]
+                left, dec, pre_tok = budget - len(rows), len(rows), 0
+                for s, x in zip(seqs, todo):
+                    if x > 1 and left > 0:
+                        c = int(min(x, left))
                         rows.append((s, c))
                         left -= c
-                kind = "decode" if all(c == 1 for _, c in rows) else "mixed"
+                        if c == 1:  # a one-token chunk counts as a decode row
+                            dec += 1
+                        else:
+                            pre_tok += c
+                kind = "decode" if dec == len(rows) else "mixed"
             dt = self.cost([(c, s.ctx + c) for s, c in rows])
             t_end = self.t + dt
             gen, finished = 0, []
@@ -249,8 +230,7 @@ class _Sim:
                     running.remove(g)
                     g.done = t_end
                     g.completions += 1
-            dec = sum(1 for _, c in rows if c == 1)
-            self.record(dt, kind, len(rows), dec, sum(c for _, c in rows if c > 1), gen,
+            self.record(dt, kind, len(rows), dec, pre_tok, gen,
                         sum(len(g.seqs) for g in running), used_slots, len(waiting),
                         mem.snapshot(waiting[0] if waiting else None), preempted)
             self.t = t_end

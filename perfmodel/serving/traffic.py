@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,10 +100,20 @@ def parse_lengths(text, opt: str) -> Lengths:
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 
+MAX_TRACE_BYTES = 64 * 2**20  # a 100,000-request trace is about 2 MB
+
+
 def read_trace(path) -> tuple:
     """A trace CSV with a header naming arrival_s, prompt_tokens, output_tokens (any order; other
     columns are ignored). Returns (arrival, prompt, output) arrays and the file's row numbers."""
     path = str(path)
+    try:
+        size = os.stat(path).st_size
+    except OSError as e:
+        raise SpecError(path, None, f"cannot read the trace: {e.strerror or e}") from None
+    if size > MAX_TRACE_BYTES:
+        raise SpecError(path, None, f"{size:,} bytes, over the trace limit of {MAX_TRACE_BYTES:,} (about 2 million "
+                                    "rows); simulate a part of it")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             lines = list(csv.reader(f))

@@ -1,0 +1,87 @@
+"""Writing output files so that nothing is lost: a temporary file in the target's folder, renamed over
+the target only when complete. An interrupted or failed run leaves the previous file as it was and no
+partial file at the target. A target that cannot be written (a missing folder, a folder, no
+permission, a full disk) is one SpecError line naming the option."""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import SpecError
+
+
+def check_writable(target, opt: str = "-o") -> Path:
+    """Refuse up front what can be known before writing: a missing folder, a folder, no permission."""
+    p = Path(target).expanduser()
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise SpecError(opt, None, f"{target} is a folder; give a file name")
+    if not folder.is_dir():
+        raise SpecError(opt, None, f"cannot write {target}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise SpecError(opt, None, f"cannot write {target}: permission denied")
+    return p
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or e.__class__.__name__
+
+
+@contextmanager
+def atomic_path(target, opt: str = "-o"):
+    """Yields a temporary path beside `target`; renames it over `target` when the block ends without an
+    exception, and removes it otherwise (Ctrl-C included)."""
+    p = check_writable(target, opt)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".part", dir=p.parent)
+    except OSError as e:
+        raise SpecError(opt, None, f"cannot write {target}: {_why(e)}") from None
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        try:
+            mode = os.stat(p).st_mode & 0o777 if p.exists() else 0o666 & ~_umask()
+            os.chmod(tmp, mode)
+            os.replace(tmp, p)
+        except OSError as e:
+            raise SpecError(opt, None, f"cannot write {target}: {_why(e)}") from None
+    except OSError as e:  # a write inside the block failed: a full disk, an I/O error
+        raise SpecError(opt, None, f"cannot write {target}: {_why(e)}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text(target, text: str, opt: str = "-o") -> Path:
+    """`text` to `target`, atomically."""
+    with atomic_path(target, opt) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(target)
+
+
+@contextmanager
+def atomic_group(targets: dict, opt: str = "--out"):
+    """Several files that change together: yields {name: temporary path}; all are renamed into place at
+    the end (after every one was written), none if the block fails or is interrupted."""
+    stack, tmps = [], {}
+    try:
+        for name, target in targets.items():
+            cm = atomic_path(target, opt)
+            tmps[name] = cm.__enter__()
+            stack.append(cm)
+        yield tmps
+    except BaseException:
+        for cm in reversed(stack):
+            cm.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+        raise
+    else:
+        for cm in stack:
+            cm.__exit__(None, None, None)
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
