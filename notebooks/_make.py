@@ -1,11 +1,14 @@
-"""Writes the notebooks from their cell sources (outputs stripped). python notebooks/_make.py"""
+"""Writes the notebooks from their cell sources (outputs stripped): python notebooks/_make.py
+
+Every notebook uses the installed package only (no paths into the repository), so it runs in any
+directory; tests/test_docs.py executes each on a real Jupyter kernel."""
 import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
 
-def write(name, cells):
+def render(cells) -> str:
     nb = {"cells": [], "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
                                     "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
     for i, (kind, src) in enumerate(cells):
@@ -13,8 +16,134 @@ def write(name, cells):
         if kind == "code":
             c.update(execution_count=None, outputs=[])
         nb["cells"].append(c)
-    (HERE / name).write_text(json.dumps(nb, indent=1) + "\n")
+    return json.dumps(nb, indent=1) + "\n"
 
+
+def write(name, cells):
+    (HERE / name).write_text(render(cells))
+
+
+LECTURE = [
+    ("markdown", """
+# The inference lecture, with perfmodel
+
+This notebook follows the CS336 inference lecture with the public API only: arithmetic intensity
+and the roofline, the KV cache, the Llama 2 13B latency/throughput table and its tradeoff curve, the
+memory that caps the batch, and what GQA and the other KV reductions buy. Every number below is
+computed from the same op list the CLI uses; every time is the roofline's ideal bound unless a
+cell asks for `mode="achievable"`.
+"""),
+    ("code", """
+import numpy as np
+import perfmodel as pm
+from perfmodel import plots
+
+llama = pm.load_model("llama-2-13b")
+h100 = pm.load_hardware("h100-sxm")
+print(f"params {pm.param_count(llama):,}  (published {llama.published_params:,})")
+print(f"H100 ridge point: {h100.ridge('bf16'):.0f} FLOP/byte")
+"""),
+    ("markdown", """
+## Arithmetic intensity per op
+
+Decode matmuls have intensity about B; decode attention about S/(S+1) ≈ 1 whatever B is.
+`pm.human` shows any result in human units (the DataFrame itself stays in SI units).
+"""),
+    ("code", """
+table = pm.intensity(llama, h100, batch=64, context=1024)
+pm.human(table[table.phase == "decode"][["op", "flops", "bytes", "intensity", "time_s", "bound"]])
+"""),
+    ("code", """
+decode_ops = table[table.phase == "decode"].set_index("op")
+assert abs(decode_ops.loc["mlp_up_gate", "intensity"] - 64) < 2
+assert abs(decode_ops.loc["attn_qk", "intensity"] - 1024 / 1025) < 1e-3
+"""),
+    ("markdown", """
+## The roofline
+
+The lecture's picture: below the ridge an op is bound by memory bandwidth (the slope), above it by
+the tensor peak (the flat roof). Decode matmuls climb the slope as the batch grows; decode attention
+stays at intensity ≈ 1; prefill sits on the roof.
+"""),
+    ("code", """
+fig = plots.roofline(llama, h100, batch=[1, 8, 64, 256], context=1024)
+"""),
+    ("markdown", """
+## The KV cache
+
+2 (K and V) · S · K · H · L · 2 bytes: 838,860,800 bytes per sequence at S = 1024.
+"""),
+    ("code", """
+kv = pm.kv("llama-2-13b,llama-2-13b-gqa8,llama-2-13b-mla", context=[1024, 8192], batch=1)
+kv
+"""),
+    ("code", """
+assert kv.kv_cache_bytes.iloc[0] == 838_860_800
+"""),
+    ("markdown", """
+## Latency and throughput against batch size
+
+The lecture's simple memory-bound model and the full per-op roofline, side by side.
+"""),
+    ("code", """
+batches = [1, 8, 32, 64, 128, 256]
+simple = pm.decode(llama, h100, batch=batches, context=1024, mode="simple")
+roof = pm.decode(llama, h100, batch=batches, context=1024)
+pm.human(simple[["batch", "latency_s", "throughput_tok_s", "memory_bytes", "fits"]]
+         .assign(roofline_latency_s=roof.latency_s))
+"""),
+    ("code", """
+assert round(simple.latency_s[0], 5) == 0.00802 and not simple.fits.iloc[-1]
+"""),
+    ("markdown", """
+The tradeoff as the lecture draws it: a bigger batch buys throughput at the cost of latency, with
+diminishing returns; hollow points and dashed stretches do not fit in the 80 GB.
+"""),
+    ("code", """
+fig = plots.latency_throughput(["llama-2-13b", "llama-2-13b-gqa8"], "h100-sxm", context=1024)
+"""),
+    ("markdown", """
+## Memory caps the batch
+
+Weights are fixed; the KV cache grows with B. Where the stack crosses the capacity is the largest
+batch that fits: 64 at S = 1024.
+"""),
+    ("code", """
+fig = plots.memory(llama, h100, batch=[1, 16, 32, 48, 64, 80, 96, 128], context=1024)
+"""),
+    ("markdown", """
+## What GQA buys
+
+Eight KV heads divide the cache by five: B = 256 now fits, and both latency and throughput improve.
+"""),
+    ("code", """
+gqa = llama.replace(n_kv_heads=8)
+pm.decode(gqa, h100, batch=batches, context=1024)[["batch", "latency_s", "throughput_tok_s", "memory_bytes", "fits"]]
+"""),
+    ("code", """
+print("largest batch at S=1024:", int(pm.max_batch(llama, h100.memory_capacity, 1024.0)),
+      "->", int(pm.max_batch(gqa, h100.memory_capacity, 1024.0)))
+"""),
+    ("markdown", """
+The lecture's other ways to shrink the cache: MLA (a latent per token), CLA (layers share a cache),
+local attention (a window), and a hybrid of windowed and full layers. Bars on a linear axis;
+contexts beyond the models' 4,096 are shaded.
+"""),
+    ("code", """
+fig = plots.kv(["llama-2-13b", "llama-2-13b-gqa8", "llama-2-13b-mla", "llama-2-13b-cla2", "llama-2-13b-swa",
+                "llama-2-13b-hybrid"], context=[512, 1024, 2048, 4096, 8192, 16384])
+"""),
+    ("markdown", """
+## Explore
+
+The controls redraw the latency-throughput and memory figures and the per-op table (needs
+`pip install 'perfmodel[notebooks]'`).
+"""),
+    ("code", """
+ex = pm.explore("llama-2-13b", "h100-sxm", batch=64, context=1024)
+ex
+"""),
+]
 
 ACHIEVABLE = [
     ("markdown", """
@@ -51,6 +180,14 @@ small = [pm.decode("qwen2.5-0.5b", "h100-sxm", batch=1, context=512, mode="achie
 [float(s.latency_s.iloc[0]) for s in small]
 """),
     ("markdown", """
+## The estimate on three GPUs
+The same model's latency-throughput curve, estimated on each device (titles state the mode).
+"""),
+    ("code", """
+from perfmodel import plots
+fig = plots.latency_throughput("llama-3.1-8b", "h100-sxm,mi300x,a100-80gb-sxm", context=2048, mode="achievable")
+"""),
+    ("markdown", """
 ## Against published measurements
 Every case pins its source; the roofline must hold in all of them.
 """),
@@ -76,8 +213,8 @@ one H100 SXM, all from perfmodel's op list (public API only).
 """),
     ("code", """
 import numpy as np
+import pandas as pd
 import perfmodel as pm
-from perfmodel import whatif
 
 variants = ["llama-2-13b", "llama-2-13b-gqa8", "llama-2-13b-mla", "llama-2-13b-cla2",
             "llama-2-13b-swa", "llama-2-13b-hybrid", "llama-2-13b-linear"]
@@ -88,10 +225,9 @@ pm.kv(",".join(variants), context=[1024, 32768])
 Ratios are against the first model at the same batch and context.
 """),
     ("code", """
-table = whatif.compare(variants, "h100-sxm", batch=[64], context=[8192])
-import pandas as pd
-df = pd.DataFrame(table)[["model", "kv_bytes_per_seq", "latency_s", "throughput_tok_s", "max_batch",
-                          "kv_ratio", "latency_ratio", "max_batch_ratio"]]
+df = pm.compare(variants, "h100-sxm", batch=[64], context=[8192])[
+    ["model", "kv_bytes_per_seq", "latency_s", "throughput_tok_s", "max_batch", "kv_ratio", "latency_ratio",
+     "max_batch_ratio"]]
 df
 """),
     ("code", """
@@ -103,10 +239,10 @@ assert cla.kv_ratio == 0.5 and cla.max_batch_ratio >= 2 and cla.latency_ratio > 
 ## Quantization: formats, bytes and which layers
 """),
     ("code", """
-pd.DataFrame(whatif.formats())
+pm.formats()
 """),
     ("code", """
-pd.DataFrame(whatif.weights("llama-2-13b", "int4"))
+pm.human(pm.weights("llama-2-13b", "int4"))
 """),
     ("code", """
 rows = []
@@ -139,7 +275,7 @@ when a draft model pays off, with perfmodel's public API (every step cost comes 
     ("code", """
 import pandas as pd
 import perfmodel as pm
-from perfmodel import plots, whatif
+from perfmodel import plots
 
 runs = pm.serve_sim("llama-2-13b", "h100-sxm", policy="both", requests=64, slots=8,
                     output_len="lognormal:median=18,max=231", seed=0)
@@ -166,17 +302,25 @@ The closed form over an alpha x gamma grid, then the same question with costs fr
 a 7B draft for a 70B target is nearly free at batch 1 and a loss at batch 256.
 """),
     ("code", """
-pd.DataFrame(whatif.speculative(alpha=[0.5, 0.7, 0.9], gamma=[1, 2, 4, 8], draft_cost=0.1))
+pm.speculative(alpha=[0.5, 0.7, 0.9], gamma=[1, 2, 4, 8], draft_cost=0.1)
 """),
     ("code", """
-rows = [pd.DataFrame(whatif.speculative(alpha=[0.8], gamma=[4], draft="llama-2-7b", target="llama-2-70b",
-                                        batch=b)) for b in (1, 16, 64, 256)]
+rows = [pm.speculative(alpha=[0.8], gamma=[4], draft="llama-2-7b", target="llama-2-70b", batch=b)
+        for b in (1, 16, 64, 256)]
 spec = pd.concat(rows)[["batch", "draft_cost", "verify_cost", "expected_tokens", "speedup", "slower"]]
 spec
 """),
     ("code", """
 assert spec.speedup.iloc[0] > 1 > spec.speedup.iloc[-1]
 fig = plots.speculative(draft_cost=0.1)
+"""),
+    ("markdown", """
+The same map with both costs from the engine, at batch 1 and at batch 64 (each device's own draft
+cost; the break-even line moves up as verification turns compute-bound).
+"""),
+    ("code", """
+fig = plots.speculative(draft="llama-2-7b", target="llama-2-70b", hardware="h100-sxm", batch=1)
+fig = plots.speculative(draft="llama-2-7b", target="llama-2-70b", hardware="h100-sxm", batch=64)
 """),
 ]
 
@@ -186,16 +330,16 @@ MEASURE = [
 
 `perfmodel measure` times microbenchmarks on this machine (numpy/BLAS on a CPU, PyTorch on a GPU),
 writes a calibrated hardware spec, and `perfmodel validate` predicts every case that calibration did
-not use. This notebook reads the run saved in `docs/validation/cpu-quick` (2 cores of an AMD EPYC)
-through the public API; docs/validation.md explains every number.
+not use. This notebook reads the run that ships inside the package, `pm.SAVED_RUN` (the files of
+`docs/validation/cpu-quick`: 2 cores of an AMD EPYC), through the public API; docs/validation.md
+explains every number.
 """),
     ("code", """
-from pathlib import Path
 import pandas as pd
 import perfmodel as pm
 from perfmodel import measure, plots
 
-RUN = Path("..") / "docs" / "validation" / "cpu-quick"   # the notebook runs from notebooks/
+RUN = pm.SAVED_RUN               # a folder inside the installed package: this runs in any directory
 v = pm.validation(RUN)           # one row per validation case: predicted_s, measured_s, error
 v
 """),
@@ -235,7 +379,7 @@ pm.decode(str(RUN / "decode-model.yaml"), str(RUN / "measured.yaml"), batch=[1, 
           weights_dtype="fp32", act_dtype="fp32", attention="unfused")[["batch", "latency_s", "throughput_tok_s", "bound"]]
 """),
     ("code", """
-fig = plots.validation(RUN)  # predicted vs measured, log-log
+fig = plots.validation(RUN)  # predicted vs measured with the +-10% band, and the residuals
 """),
     ("markdown", """
 ## The harness itself, live, at toy sizes
@@ -253,8 +397,17 @@ pd.DataFrame(by_family(validate(res, hw)))
 """),
 ]
 
+BOOKS = {"01-lecture-walkthrough.ipynb": LECTURE, "02-kv-variants-and-quantization.ipynb": KV,
+         "03-serving-and-speculative.ipynb": SERVE, "04-measured-validation.ipynb": MEASURE,
+         "05-bounds-and-achievable.ipynb": ACHIEVABLE}
+
 if __name__ == "__main__":
-    write("02-kv-variants-and-quantization.ipynb", KV)
-    write("03-serving-and-speculative.ipynb", SERVE)
-    write("04-measured-validation.ipynb", MEASURE)
-    write("05-bounds-and-achievable.ipynb", ACHIEVABLE)
+    import sys
+
+    if "--check" in sys.argv:  # the stored notebooks are what this file writes
+        stale = [n for n, cells in BOOKS.items() if (HERE / n).read_text() != render(cells)]
+        if stale:
+            sys.exit(f"stale notebooks (run python notebooks/_make.py): {', '.join(stale)}")
+    else:
+        for n, cells in BOOKS.items():
+            write(n, cells)

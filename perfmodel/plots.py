@@ -189,8 +189,19 @@ def readable_log(axis, fmt=_num) -> None:
     d0, d1 = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
     major = [s * 10.0 ** d for d in range(d0, d1 + 1) for s in subs]
     minor = [s * 10.0 ** d for d in range(d0, d1 + 1) for s in range(1, 10) if s not in subs]
-    axis.set_major_locator(FixedLocator([x for x in major if lo * 0.999 <= x <= hi * 1.001]))
-    axis.set_minor_locator(FixedLocator([x for x in minor if lo <= x <= hi]))
+    major = [x for x in major if lo * 0.999 <= x <= hi * 1.001]
+    minor = [x for x in minor if lo <= x <= hi]
+    if minor and major and decades <= 3.5:  # an end of the axis with no label gets the digit nearest the end
+        below = [x for x in minor if x < min(major) / 1.4]
+        above = [x for x in minor if x > max(major) * 1.4]
+        if below and min(major) / lo > 1.25:
+            major.append(min(below))
+        if above and hi / max(major) > 1.25:
+            major.append(max(above))
+        major = sorted(set(major))
+        minor = [x for x in minor if x not in major]
+    axis.set_major_locator(FixedLocator(major))
+    axis.set_minor_locator(FixedLocator(minor))
     axis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
     axis.set_minor_formatter(NullFormatter())
 
