@@ -52,9 +52,12 @@ def _op_keys(ops: list[Op], probe: list[Op]) -> tuple:
     """For each op, the axes (of a 2x2 probe grid) along which its terms vary: (), (0,), (1,), (0, 1)."""
     keys = []
     for op in probe:
-        shapes = [np.shape(getattr(op, f)) for f in ("flops", "w_read", "kv_read", "act_read", "act_write",
-                                                     "kv_write", "kv_stored")]
-        keys.append(tuple(sorted({ax for sh in shapes for ax, n in enumerate(sh[-2:]) if n > 1})))
+        axes = set()
+        for f in ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write", "kv_stored"):
+            v = getattr(op, f)
+            sh = v.shape if isinstance(v, np.ndarray) else () if isinstance(v, (float, int)) else np.shape(v)
+            axes.update(ax for ax, n in enumerate(sh[-2:]) if n > 1)
+        keys.append(tuple(sorted(axes)))
     if len(keys) != len(ops):
         raise RuntimeError("op list changed shape between probe and evaluation")
     return tuple(keys)
@@ -64,8 +67,14 @@ _PROBE_CACHE: dict = {}
 
 
 def _keys_for(model, phase, prec, attention, causal_skip, ops, layout=None, stage=False):
+    # which axes an op's terms vary along follows from the op list's structure (its ops, in order, and
+    # which device groups split them), not from how many devices each group has: layouts of the same
+    # structure share one probe (plan evaluates hundreds of layouts)
+    lay = layout or Layout()
+    shape = (lay.tp > 1, model.K % lay.tp == 0, lay.ep > 1, lay.pp > 1, lay.m > 1,
+             tuple((op.name, op.group, op.kind, op.link) for op in ops))
     ck = (model, phase, (prec.weights, prec.act, prec.kv, prec.quantize_embeddings), attention, causal_skip,
-          layout, stage)
+          shape, stage)
     if ck not in _PROBE_CACHE:
         B2, S2 = np.array([[1.0], [2.0]]), np.array([[64.0, 128.0]])
         probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip,
@@ -103,15 +112,21 @@ class Fold:
         return new
 
     def add(self, ops, priced) -> None:
-        time, flops, nbytes, tcb, tcomm = self.sums
+        """_Sum.add on each of the five sums per op, inlined (they share their keys): plan folds ~10^4 ops."""
+        keys, i = self.sums[0].keys, self.sums[0].i
+        pt, pf, pb, pc, pm = (s.parts for s in self.sums)
         host, step = self.host, self.step
         for op, (tc, tmem, t, b, t_cpu, t_step) in zip(ops, priced):
-            time.add(t * op.count)
-            flops.add(op.flops * op.count)
-            nbytes.add(b * op.count)
-            tcb.add(np.where(tc > tmem, t, 0.0) * op.count)
-            tcomm.add((t if op.kind == COMM else 0.0 * t) * op.count)
-            host, step = host + t_cpu * op.count, step + t_step * op.count
+            k, c = keys[i], op.count
+            i += 1
+            for parts, x in ((pt, t * c), (pf, op.flops * c), (pb, b * c),
+                             ((pc, (t if tc > tmem else 0.0) * c) if type(t) is float is type(tc) is type(tmem)
+                              else (pc, np.where(tc > tmem, t, 0.0) * c)),
+                             (pm, (t if op.kind == COMM else 0.0 * t) * c)):
+                parts[k] = parts[k] + x if k in parts else x
+            host, step = host + t_cpu * c, step + t_step * c
+        for s in self.sums:
+            s.i = i
         self.host, self.step = host, step
 
     def result(self) -> dict:
@@ -141,6 +156,11 @@ def memory(ops: list[Op], model: Model, B, S, prec: Precision, keys=None) -> dic
     kv = B * kv_seq
     return {"weight_bytes": weights, "kv_bytes_per_seq": kv_seq, "kv_cache_bytes": kv,
             "activation_bytes": act, "memory_bytes": weights + kv + act}
+
+
+def _pick(v, i: int, ndim: int):
+    """Term i of a result over a stacked batch axis; a term that does not vary with the batch has no such axis."""
+    return v[i] if np.ndim(v) == ndim else v
 
 
 def _grid(batch, context):
@@ -182,13 +202,20 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
                       f"ep={lay.ep} cost bandwidth only there, an optimistic figure", DataWarning, stacklevel=2)
     B, S = _grid(batch, context) if grid else np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
     comm = mode != "simple"  # the lecture's model has no communication term
-    ops, keys, rf = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, False, comm, tm)
+    if lay.pp > 1 and phase == "decode":
+        mb = np.minimum(lay.m, B)  # at most one micro-batch per sequence
+        # the whole pipeline at B and at one micro-batch B/mb, in one evaluation over a stacked batch axis
+        # (elementwise the same arithmetic, so the same bits as two evaluations)
+        Bs = np.stack(np.broadcast_arrays(B, B / mb))
+        _, _, both = _run(model, hw, Bs, S, phase, prec, attention, causal_skip, lay, False, comm, tm)
+        rf, full_m = ({k: _pick(v, i, Bs.ndim) for k, v in both.items()} for i in (0, 1))
+    else:
+        ops, keys, rf = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, False, comm, tm)
     comm_time = rf["comm_time"]
-    if lay.pp > 1:  # memory on the largest stage with the whole batch resident
-        ops, keys, st = _run(model, hw, B, S, phase, prec, attention, causal_skip, lay, True, comm, tm)
+    if lay.pp > 1:  # memory on the largest stage with the whole batch resident (its op list; no time needed)
+        ops = build_ops(model, B, 1.0 if phase == "decode" else S, S, phase, prec, attention, causal_skip, lay, True)
+        keys = _keys_for(model, phase, prec, attention, causal_skip, ops, lay, True)
         if phase == "decode":
-            mb = np.minimum(lay.m, B)  # at most one micro-batch per sequence
-            _, _, full_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, False, comm, tm)
             _, _, st_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, True, comm, tm)
             rf = dict(rf, time=np.maximum(mb * st_m["time"], full_m["time"]))
             comm_time = full_m["comm_time"]

@@ -18,10 +18,28 @@ from .timemodel import crosses_nodes, missing_data
 from .units import parse_quantity
 
 
+MAX_GPUS = 10**12  # a prime near this still factors in ~0.2 s (trial division up to 10^6)
+
+
+def _factors(n: int) -> dict:
+    """Prime factorisation by trial division (2, then odd numbers), stopping at sqrt of what is left."""
+    out, d = {}, 2
+    while d * d <= n:
+        while n % d == 0:
+            out[d] = out.get(d, 0) + 1
+            n //= d
+        d += 1 if d == 2 else 2
+    if n > 1:
+        out[n] = out.get(n, 0) + 1
+    return out
+
+
 def _divisors(n: int) -> list[int]:
-    """Divisors of n in increasing order, by trial up to sqrt(n)."""
-    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
+    """Divisors of n in increasing order, built from its prime factorisation."""
+    divs = [1]
+    for p, e in _factors(n).items():
+        divs = [d * p**k for d in divs for k in range(e + 1)]
+    return sorted(divs)
 
 
 def layouts(model, devices: int) -> list[Layout]:
@@ -41,7 +59,9 @@ def layouts(model, devices: int) -> list[Layout]:
 
 def min_devices(model, hw, context, prec, limit: int = 4096) -> tuple[int, Layout] | tuple[None, None]:
     """The fewest devices any layout (one replica) needs to hold the weights and one sequence's KV."""
-    for n in range(1, limit + 1):
+    total = engine.per_sequence(model, context, prec)["weight_bytes"]
+    start = max(1, int(np.floor(float(total) / hw.memory_capacity)))  # n devices hold at most n x capacity
+    for n in range(start, limit + 1):
         for lay in layouts(model, n):
             if lay.replicas == 1 and engine.max_batch(model, hw.memory_capacity, context, prec, layout=lay) >= 1:
                 return n, lay
@@ -72,6 +92,8 @@ def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch
     impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
     prec = _prec(weights_dtype, kv_dtype, act_dtype)
     n = int(_positive(gpus, "--gpus")[0])
+    if n > MAX_GPUS:
+        raise SpecError("--gpus", None, f"{n:,} is over the limit of {MAX_GPUS:,} devices this planner factors")
     B = _positive(batch, "--batch")
     S = float(_positive(context, "--context")[0])
     limit = None

@@ -88,11 +88,24 @@ def _main(argv: Optional[list] = None) -> int:
             signal.signal(sig, h)
 
 
+_COMMAND: list = []
+
+
+def _command():
+    """The click command typer builds from the app, built once per process: typer rebuilds it on every
+    app() call, which was most of an in-process call's time (tests call main() thousands of times)."""
+    if not _COMMAND:
+        import typer.main
+
+        _COMMAND.append(typer.main.get_command(app))
+    return _COMMAND[0]
+
+
 def _run(argv: Optional[list] = None) -> int:
     no_args, usage, abort, exit_ = _click_errors()
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):  # a non-finite result is an error
-            rv = app(args=argv, prog_name="perfmodel", standalone_mode=False)
+            rv = _command().main(args=argv, prog_name="perfmodel", standalone_mode=False)
         if rv == 130:  # typer's answer to a KeyboardInterrupt it caught itself
             return _interrupted(signal.SIGINT)
         if isinstance(rv, int) and not isinstance(rv, bool) and rv:  # a command's ctx.exit(n)
