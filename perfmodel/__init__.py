@@ -1131,7 +1131,7 @@ def explore(model="llama-2-13b", hardware="h100-sxm", batch=64, context=1024, we
 
     Returns
     -------
-    perfmodel.explore.Explorer: display it (the last line of a cell); .controls holds the widgets,
+    perfmodel.explorer.Explorer: display it (the last line of a cell); .controls holds the widgets,
     .decode and .ops the tables shown.
 
     Example
@@ -1139,7 +1139,7 @@ def explore(model="llama-2-13b", hardware="h100-sxm", batch=64, context=1024, we
     >>> ex = pm.explore("llama-3.1-8b", "h100-sxm", batch=16)  # doctest: +SKIP
     >>> ex.controls["batch"].value = 64                        # doctest: +SKIP
     """
-    from .explore import Explorer
+    from .explorer import Explorer
 
     return Explorer(model, hardware, batch, context, weights_dtype, kv_dtype, mode, tp)
 
