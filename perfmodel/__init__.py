@@ -631,7 +631,7 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
               prompt_len="512", output_len="lognormal:median=18,max=231", kv_manager="paged", block_size=16,
               shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
               weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
-              replicas=1, price=None, energy=False, mode="roofline", impl=None):
+              replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None):
     """The serving simulator: static and/or continuous batching of a generated (or traced) traffic
     on one replica, each iteration priced by the engine. One summary row per policy.
 
@@ -661,6 +661,7 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
     energy : bool -- adds energy_per_token_j (J)
     mode : 'roofline' or 'achievable' (the step cost's)
     impl : {_IMPL}
+    max_tokens : int -- refuse to simulate more generated tokens than this over all runs (default 5,000,000)
 
     Returns
     -------
@@ -679,13 +680,13 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
     return _frame(serving.serve_sim(model, hardware, policy, requests, slots, rate, trace, prompt_len, output_len,
                                     kv_manager, block_size, shared_prefix, samples, sharing, prefill, token_budget, seed,
                                     weights_dtype, kv_dtype, act_dtype, sets, cost_quantum, tp, pp, ep, replicas, price,
-                                    energy, mode, impl))
+                                    energy, mode, impl, max_tokens))
 
 
 def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
               prompt_len="512", output_len="lognormal:median=18,max=231", block_size=16, shared_prefix=0, samples=1,
               prefill="chunked", token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
-              sets=None, cost_quantum=16, mode="roofline", impl=None):
+              sets=None, cost_quantum=16, mode="roofline", impl=None, max_tokens=None):
     """The same traffic under continuous batching with each KV manager: contiguous reservation,
     paged, and paged with prefix sharing (one row each per block size).
 
@@ -709,6 +710,7 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     cost_quantum : int -- token rounding of the step-cost cache
     mode : 'roofline' or 'achievable'
     impl : {_IMPL}
+    max_tokens : int -- refuse to simulate more generated tokens than this over all runs (default 5,000,000)
 
     Returns
     -------
@@ -726,7 +728,7 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
 
     return _frame(serving.kv_memory(model, hardware, requests, slots, rate, trace, prompt_len, output_len, block_size,
                                     shared_prefix, samples, prefill, token_budget, seed, weights_dtype, kv_dtype,
-                                    act_dtype, sets, cost_quantum, mode, impl))
+                                    act_dtype, sets, cost_quantum, mode, impl, max_tokens))
 
 
 def validation(results, hardware=None, overhead=True, passes=True, kv=True):
@@ -1091,7 +1093,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                prompt_len="512", output_len="lognormal:median=18,max=231", kv_manager="paged", block_size=16,
                shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
                weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
-               replicas=1, price=None, energy=False, mode="roofline", impl=None) -> list:
+               replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None) -> list:
     """serve_sim's runs themselves: a SimResult per policy, with the per-request rows and the
     per-iteration timeline (what plots.serving draws). Parameters as in serve_sim.
 
@@ -1110,7 +1112,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     return serving.serve_runs(model, hardware, policy, requests, slots, rate, trace, prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, token_budget, seed,
                               weights_dtype, kv_dtype, act_dtype, sets, cost_quantum, tp, pp, ep, replicas, price,
-                              energy, mode, impl)
+                              energy, mode, impl, max_tokens)
 
 
 # ---------------------------------------------------------------- notebooks
