@@ -57,7 +57,10 @@ def _frame(table):
     import pandas as pd  # lazy: a CLI query never pays for pandas
 
     _register_accessor()
-    df = pd.DataFrame({k: list(v) if getattr(v, "dtype", None) == object else v for k, v in table.items()})
+    if isinstance(table, pd.DataFrame):  # a sweep's frame: its columns (categorical text) are kept as they are
+        df = table
+    else:
+        df = pd.DataFrame({k: list(v) if getattr(v, "dtype", None) == object else v for k, v in table.items()})
     for col in df.columns:
         if col not in COUNT_COLUMNS:
             continue
@@ -624,7 +627,7 @@ def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="
 
     r = _sweep(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, out, chunk_rows,
                progress, impl, max_rows)
-    return r if out is not None else _frame({c: r[c].to_numpy() for c in r.columns})
+    return r if out is not None else _frame(r)
 
 
 def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None, trace=None,

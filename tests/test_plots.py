@@ -77,6 +77,11 @@ def test_each_plot_is_a_figure_with_labelled_axes_a_title_and_its_mode(name):
         assert "mode roofline: the ideal bound" in text or "mode achievable: an estimate" in text
 
 
+def test_the_published_figure_states_both_modes():
+    text = _texts(plots.published())
+    assert "mode roofline, the ideal bound" in text and "mode achievable, an estimate" in text
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_each_plot_renders_the_same_bytes_twice(name):
     assert _svg(CASES[name]()) == _svg(CASES[name]())
