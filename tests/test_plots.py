@@ -331,6 +331,9 @@ def test_plot_validation_and_validate_plot_draw_the_same_figure(tmp_path, capsys
     assert main(["plot", "validation", "--results", str(RUN), "-o", str(a)]) == 0
     assert main(["validate", str(RUN), "--plot", str(b)]) == 0
     assert a.read_bytes() == b.read_bytes()
+    capsys.readouterr()
+    assert main(["validate", str(RUN), "--plot", str(tmp_path / "c.txt")]) == 2
+    assert capsys.readouterr().err == f"perfmodel: error: --plot: write .png, .svg or .pdf, got '{tmp_path / 'c.txt'}'\n"
 
 
 # ---------------------------------------------------------------- CLI

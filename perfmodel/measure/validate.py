@@ -92,7 +92,10 @@ def plot(table: dict, path: str, title: str = "") -> None:
     """Write the predicted-vs-measured figure of `table` to path (.png, .svg or .pdf): the same figure
     as `perfmodel plot validation` (perfmodel.plots.validation: the +-10% band and a residual panel)."""
     from .. import plots
+    from ..errors import SpecError
 
+    if not str(path).lower().endswith((".png", ".svg", ".pdf")):
+        raise SpecError("--plot", None, f"write .png, .svg or .pdf, got {str(path)!r}")
     fig = plots.validation(table, title=title)
     plots.save(fig, path)
     import matplotlib.pyplot as plt
