@@ -82,7 +82,16 @@ def _prec(weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", quantize_embedd
 
 
 def _positive(values, name, integer=True) -> np.ndarray:
-    a = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    from .units import parse_count
+
+    try:
+        if isinstance(values, str):  # "1,8,64" or "4k,128Ki", as the CLI takes them
+            values = [parse_count(x) for x in values.split(",") if x.strip()]
+        elif isinstance(values, (list, tuple)) and any(isinstance(x, str) for x in values):
+            values = [parse_count(x) for x in values]
+        a = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    except (ValueError, TypeError):
+        raise SpecError(name, None, f"expected numbers (4096, 128k = 128,000, 128Ki = 131,072), got {values!r}") from None
     if a.size == 0:
         raise SpecError(name, None, "needs at least one value")
     shown = ",".join(f"{x:g}" for x in a)

@@ -24,6 +24,7 @@ from . import engine
 from .api import _names, _prec, specs
 from .errors import ContextWarning, SpecError
 from .timemodel import impl_name
+from .units import parse_count
 
 COLUMNS = ["model", "hardware", "weights_dtype", "kv_dtype", "batch", "context", "mode", "latency_s",
            "throughput_tok_s", "weight_bytes", "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
@@ -31,7 +32,8 @@ TEXT = ("model", "hardware", "weights_dtype", "kv_dtype", "mode", "bound", "impl
 FLOATS = ("latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes", "memory_bytes", "intensity")
 BOUNDS = ["compute", "memory"]
 MAX_ROWS = 10_000_000  # rows per sweep unless max_rows says more: about 3 s to a DataFrame, 8 s to CSV here
-_AXIS = re.compile(r"^\s*([0-9.eE+]+)\s*:\s*([0-9.eE+]+)\s*:\s*(x?)([0-9.eE+]+)\s*$")
+_N = r"([0-9.eE+]+\s*(?:Ki|Mi|Gi|k|K|M|G)?)"  # a count, units.parse_count: 128k, 128Ki
+_AXIS = re.compile(r"^\s*" + _N + r"\s*:\s*" + _N + r"\s*:\s*(x?)" + _N + r"\s*$")
 
 
 def _count(a0: float, b: float, geo: bool, k: float) -> int:
@@ -54,12 +56,13 @@ def parse_axis(text, name: str, integer: bool = True, limit: int = MAX_ROWS) -> 
             m = _AXIS.match(p)
             try:
                 if m:
-                    a0, b, geo, k = float(m.group(1)), float(m.group(2)), m.group(3), float(m.group(4))
+                    a0, b, geo, k = parse_count(m.group(1)), parse_count(m.group(2)), m.group(3), parse_count(m.group(4))
                     if not (np.isfinite(a0) and np.isfinite(b) and np.isfinite(k)) or b < a0 or a0 <= 0 \
                             or (geo and k <= 1) or (not geo and k <= 0):
                         raise ValueError
                     c = _count(a0, b, bool(geo), k)
                 else:
+                    parse_count(p.strip())
                     c = 1
             except (ValueError, OverflowError, ZeroDivisionError):
                 raise SpecError(name, None, f"cannot read {p.strip()!r}: write a list '1,8,64', a:b:xk (geometric)"
@@ -70,7 +73,7 @@ def parse_axis(text, name: str, integer: bool = True, limit: int = MAX_ROWS) -> 
                                             "(pass --max-rows N to go past it)")
             try:
                 if not m:
-                    vals.append(np.array([float(p)]))
+                    vals.append(np.array([parse_count(p.strip())]))
                 elif geo:
                     vals.append(a0 * k ** np.arange(c))
                 else:

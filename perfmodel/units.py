@@ -77,6 +77,21 @@ _EXAMPLE = {"bytes": "80 GB", "bytes/s": "3.35 TB/s", "flop/s": "989 TFLOP/s", "
             "USD/h": "2.49/h", "ratio": "3"}
 
 
+_COUNT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(k|K|M|G|Ki|Mi|Gi)?\s*$", re.ASCII)
+_COUNT_SCALE = {None: 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
+
+
+def parse_count(text) -> float:
+    """A count of tokens, sequences or devices: 4096, 1e6, 128k (128,000), 1M (10^6), or binary 128Ki
+    (131,072) and 1Mi (1,048,576). SI and binary prefixes stay apart, as GB and GiB do. Numbers pass through."""
+    if not isinstance(text, str):
+        return float(text)
+    m = _COUNT.match(text)
+    if not m:
+        raise ValueError(f"cannot read {text!r} as a count: write 4096, 1e6, 128k (= 128,000) or 128Ki (= 131,072)")
+    return float(m.group(1)) * _COUNT_SCALE[m.group(2)]
+
+
 def _fmt(x: float, unit: str, prefixes=("", "k", "M", "G", "T", "P", "E"), base=1000.0, digits=4) -> str:
     if x is None or not math.isfinite(x):
         return "-"

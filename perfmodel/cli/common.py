@@ -17,6 +17,24 @@ from ..report import FORMATS
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, help="Analytical roofline calculator for LLM inference.")
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("perfmodel")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            from .. import __version__ as v
+        sys.stdout.write(f"perfmodel {v}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                            help="Print the version and exit.")):
+    """Analytical roofline calculator for LLM inference."""
+
+
 # ---------------------------------------------------------------- shared options
 Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path (comma list allowed).")
 Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path (comma list allowed).")
@@ -42,10 +60,14 @@ QEmb = typer.Option(False, "--quantize-embeddings", help="Quantize embeddings an
 
 
 def _ints(text: str, opt: str) -> list[float]:
+    """A comma list of counts: 1,8,64 or 4k,32k,128Ki (units.parse_count)."""
+    from ..units import parse_count
+
     try:
-        vals = [float(x) for x in str(text).split(",") if x.strip()]
+        vals = [parse_count(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
-        raise SpecError(opt, None, f"expected comma-separated numbers, got {text!r}") from None
+        raise SpecError(opt, None, f"expected comma-separated numbers (4096, 128k = 128,000, 128Ki = 131,072), "
+                                   f"got {text!r}") from None
     if not vals:
         raise SpecError(opt, None, "needs at least one value")
     return vals

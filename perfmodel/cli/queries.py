@@ -66,7 +66,7 @@ def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
 @app.command()
 def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
             prompt: str = typer.Option("1024", "--prompt", help="Prompt tokens P (comma list allowed)."),
-            generate: int = typer.Option(256, "--generate", help="Generated tokens G."), mode: str = Mode,
+            generate: str = typer.Option("256", "--generate", help="Generated tokens G (a count: 256, 4k)."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
             quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,

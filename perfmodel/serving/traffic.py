@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SpecError
+from ..units import parse_count
 
 DEFAULT_PROMPT, DEFAULT_OUTPUT = "512", "lognormal:median=18,max=231"
 LOGNORMAL_SIGMA = 1.0  # default spread of ln(length); `lognormal:...,sigma=S` sets it
@@ -55,7 +56,7 @@ def parse_lengths(text, opt: str) -> Lengths:
 
     def num(v, what, integer=True, minimum=1):
         try:
-            x = float(v)
+            x = parse_count(v) if integer else float(v)  # 2k, 128Ki
         except (TypeError, ValueError):
             x = float("nan")
         if not math.isfinite(x) or x < minimum or (integer and x != int(x)):
@@ -208,7 +209,7 @@ def make_traffic(requests=None, rate=None, trace=None, prompt_len=DEFAULT_PROMPT
 
 def _whole(v, opt, minimum=1) -> int:
     try:
-        x = float(v)
+        x = parse_count(v)  # 4096, 1e5, 100k
     except (TypeError, ValueError):
         x = float("nan")
     if not math.isfinite(x) or x < minimum or x != int(x):
