@@ -32,7 +32,7 @@ def dequant_family(fmt_name: str) -> str:
     """The kernel family that dequantizes weights of this format (int4-g128 -> int4, nf4-dq -> nf4, ...)."""
     n = fmt_name.lower()
     for fam, prefixes in (("int4", ("int4",)), ("nf4", ("nf4",)), ("fp8", ("fp8",)), ("int8", ("int8",)),
-                          ("fp4", ("fp4", "mxfp4"))):
+                          ("fp4", ("fp4", "mxfp4", "nvfp4")), ("fp6", ("fp6", "mxfp6"))):
         if n.startswith(prefixes):
             return fam
     return n

@@ -361,8 +361,9 @@ def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None 
                     if op.keys is not None:  # one kernel's key length: F / sum(f_i / k_i) keeps sum(f_i / e(k_i))
                         f_i, k_i = op.flops + 0 * T[mask], op.keys + 0 * T[mask]
                         op.keys = float(np.sum(f_i) / np.sum(f_i / k_i)) if np.sum(f_i) > 0 else float(np.max(k_i))
-                    for f in ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write"):
+                    for f in ("flops", "kv_read", "act_read", "act_write", "kv_write"):
                         setattr(op, f, float(np.sum(getattr(op, f) + 0 * T[mask])))
+                    op.w_read = float(np.max(op.w_read + 0 * T[mask]))  # weights (sink logits) read once per kernel
                     seq_ops.append(op)
     rf = roofline(token_ops + seq_ops, hw, prec, layout=lay, tm=tm or time_model(mode, hw, impl))
     return {"latency_s": float(rf["time"]), "flops": float(rf["flops"]), "bytes": float(rf["bytes"]),

@@ -15,14 +15,13 @@ import itertools
 import re
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from . import engine
-from .api import _names, _prec, specs
-from .errors import ContextWarning, SpecError
+from .api import _names, _prec, _warn_context, specs
+from .errors import SpecError
 from .timemodel import impl_name
 from .units import parse_count
 
@@ -146,9 +145,7 @@ class Grid:
                                            "(pass --max-rows N, or max_rows=N, to go past it)")
         self.ms, self.hws = specs(models, hardware, sets)
         for m in self.ms:  # a context beyond max_context still computes; say so, as decode does
-            if float(self.S.max()) > m.max_context:
-                warnings.warn(f"{m.name} --context {float(self.S.max()):.0f} > {m.max_context}", ContextWarning,
-                              stacklevel=3)
+            _warn_context(m, self.S)
         kvs = [kd or act_dtype for kd in self.kds]
         self.categories = {"model": list(dict.fromkeys(m.name for m in self.ms)),
                            "hardware": list(dict.fromkeys(h.key for h in self.hws)),

@@ -41,6 +41,19 @@ def catalog_names(kind: str) -> list[str]:
     return sorted(p.stem for p in catalog_dir(kind).glob("*.yaml"))
 
 
+def _near(ref: str, names: list[str], n: int = 4) -> list[str]:
+    """Catalog names close to a mistyped one: the same letters and digits up to case and punctuation
+    (llama2-13b, Llama-2-13B), a name it contains or that contains it, then difflib's closest spellings."""
+    import difflib
+
+    key = lambda x: "".join(ch for ch in x.lower() if ch.isalnum())  # noqa: E731
+    k = key(ref)
+    same = [x for x in names if key(x) == k]
+    part = [x for x in names if x not in same and k and (k in key(x) or key(x) in k)]
+    close = difflib.get_close_matches(ref.lower(), names, n=n, cutoff=0.75)
+    return list(dict.fromkeys(same + sorted(part, key=len) + close))[:n]
+
+
 def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
     ref = str(ref)
     if ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref:
@@ -52,8 +65,8 @@ def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
         return p
     p = catalog_dir(kind) / f"{ref}.yaml"
     if not p.is_file():
-        near = [n for n in catalog_names(kind) if ref.lower() in n or n in ref.lower()]
-        hint = f"; did you mean {', '.join(near[:4])}?" if near else f"; run `perfmodel list {kind}`"
+        hint = f"; did you mean {', '.join(near)}?" if (near := _near(ref, catalog_names(kind))) else \
+            f"; run `perfmodel list {kind}`"
         raise SpecError(ref, None, f"not a {kind} catalog name or YAML file{hint}")
     return p
 

@@ -174,10 +174,15 @@ class TimeModel:
         fam = dequant_family(fmt)
         if self.dequant is None:
             return 1.0, 1.0
-        if fam not in self.dequant:
-            raise SpecError(self.where, f"achievable.dequant.{fam}",
-                            f"missing: no measured weight-only {fam} kernel on this device (it has: "
-                            f"{', '.join(self.dequant) or 'none'})")
+        if fam not in self.dequant:  # priced as the 16-bit GEMM, and said: an optimistic figure, not a refusal
+            import warnings
+
+            from .errors import DataWarning
+
+            warnings.warn(f"{self.where} has no measured weight-only {fam} kernel (achievable.dequant.{fam}; it has "
+                          f"{', '.join(self.dequant) or 'none'}): its {fam} GEMMs are priced at the 16-bit GEMM's "
+                          "efficiencies, an optimistic figure", DataWarning, stacklevel=3)
+            return 1.0, 1.0
         d = self.dequant[fam]
         return d.bandwidth, d.compute
 

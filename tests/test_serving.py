@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 
 from perfmodel import engine
@@ -174,6 +174,42 @@ def test_step_cost_is_mixed_step_and_quantizing_charges_at_most_q_minus_1_more_t
     assert StepCost(M, HW, PREC, 1)(rows) == step(rows)
     padded = [(t, s + (q - 1) * (t == 1)) for t, s in rows]
     assert step(rows) <= StepCost(M, HW, PREC, q)(rows) <= step(padded)
+
+
+_KINDS = {}
+
+
+def _kind(name, mode):
+    """(model, device, layout, one warm incremental step cost shared by the examples) per catalog model."""
+    from perfmodel.ops import Layout
+    from perfmodel.serving.stepcost import MixedStep
+
+    if (name, mode) not in _KINDS:
+        m = load_model(name)
+        hw = load_hardware("b200" if m.moe and m.moe.n_experts >= 128 else "h100-sxm")
+        lay = Layout(1, 1, 2, 1) if m.moe and m.moe.n_experts % 2 == 0 else Layout()
+        tm = engine.time_model(mode, hw)
+        _KINDS[(name, mode)] = (m, hw, lay, tm, MixedStep(m, hw, PREC, lay, tm))
+    return _KINDS[(name, mode)]
+
+
+@pytest.mark.parametrize("mode", ["roofline", "achievable"])
+@pytest.mark.parametrize("name", __import__("perfmodel").catalog_names("models"))
+@settings(max_examples=10, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([1, 1, 1, 1, 5, 64, 512]), st.integers(1, 6000)), min_size=1,
+                     max_size=40))
+def test_the_incremental_step_cost_is_mixed_step_to_the_last_bit_for_every_model_kind(name, mode, rows):
+    """stepcost.MixedStep (cached weight-op prefix, per-row attention terms) equals engine.mixed_step exactly,
+    for MHA, GQA, MQA, MLA, CLA, windows, chunked, hybrid, linear and MoE models, with ep=2 for MoE."""
+    import warnings
+
+    m, hw, lay, tm, fast = _kind(name, mode)
+    rows = sorted((t, max(s, t)) for t, s in rows)
+    a = np.array(rows, dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = engine.mixed_step(m, hw, a[:, 0], a[:, 1], PREC, layout=lay, tm=tm)["latency_s"]
+        assert fast(tuple(rows)) == want
 
 
 def test_the_step_cost_depends_on_the_batch_composition():

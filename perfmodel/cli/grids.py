@@ -14,7 +14,7 @@ from .common import (ADtype, app, Energy, Fmt, Hardware, Impl, KVDtype, Mode, mo
 
 
 @app.command()
-def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--models", help="Comma list of models."),
+def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--models", help="Model catalog name(s) or YAML path(s), comma list."),
           hardware: str = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Comma list of hardware."),
           batch: str = typer.Option("1:512:x2", "--batch", help="List '1,8', geometric '1:512:x2' or arithmetic '1:1024:1'."),
           context: str = typer.Option("128:131072:x2", "--context", help="Same syntax as --batch."),

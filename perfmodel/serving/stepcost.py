@@ -27,7 +27,7 @@ from ..ops import Layout, Precision, build_ops
 from ..specs import Hardware, Model
 from .traffic import _whole
 
-FIELDS = ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write")  # summed over the sequences
+FIELDS = ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write")  # summed over the sequences (w_read: max)
 
 
 class StepCost:
@@ -138,6 +138,7 @@ class MixedStep:
                 op.keys = float(sf / np.add.reduce(f_i / k_i)) if sf > 0 else float(np.maximum.reduce(k_i))
             op.flops, op.w_read, op.kv_read, op.act_read, op.act_write, op.kv_write = (
                 float(x) for x in sums[base:base + len(FIELDS)])
+            op.w_read = float(np.maximum.reduce(V[base + 1]))  # weights (sink logits) are read once per kernel
         return ops
 
     def _build(self, ph: str, missing: list) -> bool:
