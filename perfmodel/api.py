@@ -438,6 +438,37 @@ def _kind_of(name) -> str:
     return "hardware" if "memory_bandwidth" in data else "models"
 
 
+def _tokens(n: int) -> str:
+    return f"{n // 1024}k" if n % 1024 == 0 and n >= 1024 else f"{n:,}"
+
+
+def summary(m: Model) -> str:
+    """A model in one line, from its spec: parameters (active for MoE), layers, attention, context."""
+    from .ops import active_param_count
+
+    p = param_count(m)
+    size = f"{p / 1e12:.3g}T" if p >= 1e12 else f"{p / 1e9:.3g}B" if p >= 1e9 else f"{p / 1e6:.3g}M"
+    kinds = set(m.layer_kinds())
+    if m.mla:
+        att = f"MLA (latent {m.mla.kv_lora_rank})"
+    elif m.K == m.N:
+        att = f"MHA ({m.N} heads)"
+    elif m.K == 1:
+        att = f"MQA ({m.N} heads)"
+    else:
+        att = f"GQA ({m.N} heads, {m.K} KV)"
+    if m.kv_share > 1:
+        att += f", KV shared by {m.kv_share} layers"
+    extra = [w for w, c in (("sliding window", "L"), ("chunked", "C"), ("linear", "R")) if c in kinds]
+    if extra:
+        att += " + " + ", ".join(extra) + f" layers ({m.layer_pattern})"
+    kind = "dense"
+    if m.moe:
+        active = active_param_count(m, m.published_active_input_embedding)  # counted as its publisher counts it
+        kind = f"MoE, {active / 1e9:.3g}B active ({m.moe.n_experts} experts, top-{m.moe.n_active})"
+    return f"{size} {kind}; {m.n_layers} layers, {att}; {_tokens(m.max_context)} context"
+
+
 def list_specs(kind: str = "all") -> Table:
     kinds = {"all": ("hardware", "models", "impl"), "hardware": ("hardware",), "models": ("models",), "impl": ("impl",)}
     if kind not in kinds:
@@ -448,8 +479,9 @@ def list_specs(kind: str = "all") -> Table:
             data, _ = load_raw(n, k)
             rows["kind"].append(k)
             rows["name"].append(n)
-            text = " ".join(str(data.get("description") or data.get("name", "")).split())
-            rows["description"].append(text if len(text) <= 72 else text[:71] + "…")
+            text = data.get("description") or (summary(load_model(n)) if k == "models" else data.get("name", ""))
+            text = " ".join(str(text).split())
+            rows["description"].append(text if len(text) <= 100 else text[:99] + "…")
     return {k: np.asarray(v, dtype=object) for k, v in rows.items()}
 
 

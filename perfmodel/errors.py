@@ -26,3 +26,8 @@ class DataWarning(UserWarning):
     """A result computed on missing data (a layout that crosses nodes on a spec without network_latency,
     achievable terms a spec lacks): computed anyway, optimistic, and said once per run. The CLI prints
     it as one `perfmodel: warning:` line."""
+
+
+class LoadWarning(UserWarning):
+    """Offered load beyond what a simulated server sustains: its queue grows with the trace, so latency
+    percentiles depend on how long the trace is. The CLI prints it as one `perfmodel: warning:` line."""

@@ -17,6 +17,24 @@ _HEAD = {"latency_s": "latency", "throughput_tok_s": "tokens/s", "weight_bytes":
          "decode_s": "decode", "kv_bytes_per_seq": "KV/seq", "memory_capacity": "capacity", "overhead_bytes": "overhead", "flops": "FLOPs"}
 
 
+# with a layout (tp, pp, ep or replicas > 1) the memory columns are one device's, batches one replica's, and
+# throughput counts every replica: the headers say so
+_LAYOUT_HEAD = {"weight_bytes": "weights/device", "kv_cache_bytes": "KV cache/device", "memory_bytes": "memory/device",
+                "kv_bytes_per_token": "KV/token/device", "memory_capacity": "capacity/device",
+                "batch": "batch/replica", "max_batch": "max batch/replica", "max_tokens": "max tokens/replica",
+                "throughput_tok_s": "tokens/s (all replicas)", "peak_running": "peak seqs/replica",
+                "kv_capacity_bytes": "KV capacity/replica", "requests": "requests/replica", "tokens": "tokens/replica"}
+
+
+def has_layout(table: dict) -> bool:
+    """Whether any row spreads a model over more than one device (tp, pp, ep or replicas > 1)."""
+    return any(_is_num(v) and float(v) > 1 for k in ("tp", "pp", "ep", "replicas") for v in table.get(k, ()))
+
+
+def header(col: str, layout: bool = False) -> str:
+    return (_LAYOUT_HEAD.get(col) if layout else None) or _HEAD.get(col, col)
+
+
 def _human(col: str, v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -68,6 +86,9 @@ def rows(table: dict, columns=None) -> list[dict]:
 
 
 def render(table: dict, fmt: str, columns=None, human_columns=None) -> str:
+    """JSON/CSV carry the contract's `columns` and then every other field the table shows, in SI units."""
+    if columns is not None and human_columns is not None:
+        columns = list(columns) + [c for c in human_columns if c not in columns]
     if fmt == "json":
         return json.dumps(rows(table, columns), indent=1)
     if fmt == "csv":
@@ -79,7 +100,8 @@ def render(table: dict, fmt: str, columns=None, human_columns=None) -> str:
         return buf.getvalue().rstrip("\n")
     cols = [c for c in (human_columns or columns or table) if c in table]
     n = len(table[cols[0]]) if cols else 0
-    cells = [[_HEAD.get(c, c) for c in cols]] + [[_human(c, table[c][i]) for c in cols] for i in range(n)]
+    lay = has_layout(table)
+    cells = [[header(c, lay) for c in cols]] + [[_human(c, table[c][i]) for c in cols] for i in range(n)]
     widths = [max(len(r[j]) for r in cells) for j in range(len(cols))]
     numeric = [all(_is_num(table[c][i]) for i in range(n)) for c in cols]
     lines = []

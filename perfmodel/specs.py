@@ -410,8 +410,8 @@ def model_from_dict(data: dict, where: str, key: str = "") -> Model:
     _check_keys(data, _MODEL_ALLOWED, where)
     _need(data, ["name", "source", *_MODEL_INT], where)
     kw = {f: _int(data[f], where, f) for f in _MODEL_INT}
-    if kw["n_layers"] > 100_000:  # layer_kinds() and layer_groups() are O(n_layers) Python objects
-        raise SpecError(where, "n_layers", f"is implausibly large ({kw['n_layers']}; at most 100000)")
+    if kw["n_layers"] > 10_000:  # O(n_layers) Python objects per op list; DeepNet (arXiv:2203.00555), the deepest published, has 1,000
+        raise SpecError(where, "n_layers", f"is implausibly large ({kw['n_layers']}; at most 10000)")
     N, D = kw["n_heads"], kw["d_model"]
     kw["n_kv_heads"] = _int(data.get("n_kv_heads", N), where, "n_kv_heads")
     if N % kw["n_kv_heads"]:

@@ -36,25 +36,35 @@ def _root(show_version: bool = typer.Option(False, "--version", is_eager=True, c
 
 
 # ---------------------------------------------------------------- shared options
-Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path (comma list allowed).")
-Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path (comma list allowed).")
-Mode = typer.Option("roofline", "--mode", help="roofline: the ideal bound (per-op max(FLOPs/peak, bytes/bandwidth), no overheads); "
+Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", metavar="<name list>", help="Model catalog name or YAML path (comma list allowed).")
+Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", metavar="<name list>", help="Hardware catalog name or YAML path (comma list allowed).")
+Mode = typer.Option("roofline", "--mode", metavar="<mode>", help="roofline: the ideal bound (per-op max(FLOPs/peak, bytes/bandwidth), no overheads); "
                     "achievable: what a good implementation reaches (measured kernel efficiencies and overheads); "
                     "simple: the lecture's (weights + B*KV)/bandwidth.")
-Impl = typer.Option(None, "--impl", help="Implementation profile for --mode achievable: a name from `perfmodel list impl` "
+Impl = typer.Option(None, "--impl", metavar="<name|file>", help="Implementation profile for --mode achievable: a name from `perfmodel list impl` "
                     "(default graphs) or a YAML path.")
-WDtype = typer.Option("bf16", "--weights-dtype", help="Weight format: fp32, bf16, fp16, fp8, int8, int4[-gN].")
-KVDtype = typer.Option(None, "--kv-dtype", help="KV-cache format (default: the activation format).")
-ADtype = typer.Option("bf16", "--act-dtype", help="Activation/compute format; fp8/int8 use the 8-bit tensor rate.")
-Attn = typer.Option("fused", "--attention", help="fused (FlashAttention: no score matrix in HBM) or unfused.")
-Sets = typer.Option(None, "--set", help="Override a spec field: key=value (repeatable), e.g. n_kv_heads=8, memory_bandwidth='4 TB/s'.")
-Fmt = typer.Option("table", "--format", help="table (for people), json or csv (SI units).")
-TP = typer.Option(1, "--tp", help="Tensor-parallel devices per replica.")
-PP = typer.Option(1, "--pp", help="Pipeline stages per replica.")
-EP = typer.Option(1, "--ep", help="Expert-parallel device groups per replica (MoE).")
-Replicas = typer.Option(1, "--replicas", help="Model replicas (data parallel).")
-Micro = typer.Option(None, "--microbatches", help="Pipeline micro-batches (default: pp).")
-Price = typer.Option(None, "--price", help="USD per device-hour, e.g. 2.49/h: adds cost_per_million_tokens.")
+def _formats_help() -> str:
+    """Every storage format of the registry (perfmodel.formats), int<bits>-g<group> for any group size."""
+    from ..formats import known_formats
+
+    return ", ".join(f for f in known_formats() if not f.startswith("int4-g") and f != "int8-g32") + \
+        ", int4-g<N>, int4-g<N>-zp, int8-g<N> (group of N weights per scale); `perfmodel formats` gives the bits"
+
+
+_FORMATS = _formats_help()
+WDtype = typer.Option("bf16", "--weights-dtype", metavar="<format>", help=f"Weight format: {_FORMATS}.")
+KVDtype = typer.Option(None, "--kv-dtype", metavar="<format>", help=f"KV-cache format (default: the activation format): {_FORMATS}.")
+ADtype = typer.Option("bf16", "--act-dtype", metavar="<format>", help="Activation/compute format: bf16, fp16, fp32, fp8, int8 or fp4 "
+                      "(fp8/int8 compute at the 8-bit tensor rate, fp4 at the 4-bit rate where the device has one).")
+Attn = typer.Option("fused", "--attention", metavar="<fused|unfused>", help="fused (FlashAttention: no score matrix in HBM) or unfused.")
+Sets = typer.Option(None, "--set", metavar="<key=value>", help="Override a spec field: key=value (repeatable), e.g. n_kv_heads=8, memory_bandwidth='4 TB/s'.")
+Fmt = typer.Option("table", "--format", metavar="<table|json|csv>", help="table (for people), json or csv (SI units).")
+TP = typer.Option(1, "--tp", metavar="<int>", help="Tensor-parallel devices per replica.")
+PP = typer.Option(1, "--pp", metavar="<int>", help="Pipeline stages per replica.")
+EP = typer.Option(1, "--ep", metavar="<int>", help="Expert-parallel device groups per replica (MoE).")
+Replicas = typer.Option(1, "--replicas", metavar="<int>", help="Model replicas (data parallel).")
+Micro = typer.Option(None, "--microbatches", metavar="<int>", help="Pipeline micro-batches (default: pp).")
+Price = typer.Option(None, "--price", metavar="<USD/h>", help="USD per device-hour, e.g. 2.49/h: adds cost_per_million_tokens.")
 Energy = typer.Option(False, "--energy", help="Add energy_per_token_j (at measured power, else TDP: an upper bound).")
 QEmb = typer.Option(False, "--quantize-embeddings", help="Quantize embeddings and LM head too (default: kept 16-bit).")
 
@@ -71,6 +81,14 @@ def _ints(text: str, opt: str) -> list[float]:
     if not vals:
         raise SpecError(opt, None, "needs at least one value")
     return vals
+
+
+def _one(text, opt: str) -> float:
+    """One count (4096, 128k, 128Ki) for an option that takes a single value."""
+    vals = _ints(text, opt)
+    if len(vals) != 1:
+        raise SpecError(opt, None, f"takes one value, got {text!r}")
+    return vals[0]
 
 
 def _sets(items: Optional[List[str]]) -> dict:

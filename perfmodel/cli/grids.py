@@ -9,21 +9,21 @@ import typer
 from .. import api
 from ..errors import SpecError
 from ..report import render
-from .common import (ADtype, app, Energy, Fmt, Hardware, Impl, KVDtype, Mode, mode_note, Price, Sets, WDtype, _ECON,
+from .common import (_one, ADtype, app, Energy, Fmt, Hardware, Impl, KVDtype, Mode, mode_note, Price, Sets, WDtype, _ECON,
                      _fmt, _ints, _out, _sets)
 
 
 @app.command()
-def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--models", help="Model catalog name(s) or YAML path(s), comma list."),
-          hardware: str = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Comma list of hardware."),
-          batch: str = typer.Option("1:512:x2", "--batch", help="List '1,8', geometric '1:512:x2' or arithmetic '1:1024:1'."),
-          context: str = typer.Option("128:131072:x2", "--context", help="Same syntax as --batch."),
-          weights_dtype: str = typer.Option("bf16", "--weights-dtype", help="Comma list of formats."),
-          kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV formats."),
+def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--models", metavar="<name list>", help="Model catalog name(s) or YAML path(s), comma list."),
+          hardware: str = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", metavar="<name list>", help="Comma list of hardware."),
+          batch: str = typer.Option("1:512:x2", "--batch", metavar="<int list>", help="List '1,8', geometric '1:512:x2' or arithmetic '1:1024:1'."),
+          context: str = typer.Option("128:131072:x2", "--context", metavar="<int list>", help="Same syntax as --batch."),
+          weights_dtype: str = typer.Option("bf16", "--weights-dtype", metavar="<format>", help="Comma list of formats."),
+          kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", metavar="<format>", help="Comma list of KV formats."),
           act_dtype: str = ADtype, mode: str = Mode, sets: Optional[List[str]] = Sets,
-          out: Optional[str] = typer.Option(None, "-o", "--out", help="Stream to FILE.csv or FILE.parquet (written whole or not at all)."),
-          chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", help="Rows evaluated per block (at most)."),
-          max_rows: Optional[int] = typer.Option(None, "--max-rows", help="Refuse a grid of more rows than this; default 10,000,000 (about 10 s to CSV here)."),
+          out: Optional[str] = typer.Option(None, "-o", "--out", metavar="<file>", help="Stream to FILE.csv or FILE.parquet (written whole or not at all)."),
+          chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", metavar="<int>", help="Rows evaluated per block (at most)."),
+          max_rows: Optional[int] = typer.Option(None, "--max-rows", metavar="<int>", help="Refuse a grid of more rows than this; default 10,000,000 (about 10 s to CSV here)."),
           progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Default: on a terminal."),
           fmt: str = Fmt, impl: Optional[str] = Impl):
     """Decode metrics over a whole grid (models x hardware x formats x batch x context), vectorized."""
@@ -49,18 +49,18 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--mode
 
 
 @app.command()
-def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", help="Model catalog name or YAML path."), hardware: str = Hardware,
-         gpus: int = typer.Option(8, "--gpus", help="Devices to spread over."),
-         context: float = typer.Option(4096, "--context", help="Context S in tokens (comma list)."), batch: str = typer.Option("1,8,32,128", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
-         max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Per-token latency limit, e.g. 50ms."),
+def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar="<name list>", help="Model catalog name or YAML path."), hardware: str = Hardware,
+         gpus: int = typer.Option(8, "--gpus", metavar="<int>", help="Devices to spread over."),
+         context: str = typer.Option("4096", "--context", metavar="<int>", help="Context S in tokens (one value)."), batch: str = typer.Option("1,8,32,128", "--batch", metavar="<int list>", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+         max_latency: Optional[str] = typer.Option(None, "--max-latency", metavar="<time>", help="Per-token latency limit, e.g. 50ms."),
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
          sets: Optional[List[str]] = Sets, fmt: str = Fmt, price: Optional[str] = Price, energy: bool = Energy,
-         mode: str = typer.Option("roofline", "--mode", help="roofline (the ideal bound) or achievable."),
+         mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="roofline (the ideal bound) or achievable."),
          impl: Optional[str] = Impl):
     """Every tp/pp/ep/replicas layout of N devices: latency, throughput per device, memory, Pareto front."""
     from .. import parallel
 
-    t, summary = parallel.plan(model, hardware, gpus, context, _ints(batch, "--batch"), max_latency, weights_dtype,
+    t, summary = parallel.plan(model, hardware, gpus, _one(context, "--context"), _ints(batch, "--batch"), max_latency, weights_dtype,
                                kv_dtype, act_dtype, _sets(sets), price, energy, mode, impl)
     econ = [c for c in _ECON if c in t]
     extra = ["impl"] if "impl" in t else []

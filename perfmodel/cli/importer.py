@@ -20,9 +20,9 @@ from ..errors import SpecError
 
 @app.command("import-config")
 def import_config(path: str = typer.Argument(..., help="A Hugging Face config.json (a local file; no network)."),
-                  name: Optional[str] = typer.Option(None, "--name",
+                  name: Optional[str] = typer.Option(None, "--name", metavar="<name>",
                                                      help="Model name (default: the folder or file name)."),
-                  output: Optional[str] = typer.Option(None, "-o", "--output",
+                  output: Optional[str] = typer.Option(None, "-o", "--output", metavar="<file>",
                                                        help="Write the YAML here instead of printing it."),
                   force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file.")):
     """Convert a Hugging Face config.json to a model YAML (printed, or written with -o)."""

@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import ContextWarning, DataWarning, SpecError
+from ..errors import ContextWarning, DataWarning, LoadWarning, SpecError
 from .common import app
 
 
@@ -31,9 +31,10 @@ def main(argv: Optional[list] = None) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ContextWarning)
         warnings.simplefilter("always", DataWarning)
+        warnings.simplefilter("always", LoadWarning)
         code = _main(argv)
     mine = [w for w in caught if issubclass(w.category, ContextWarning)]
-    data = [w for w in caught if issubclass(w.category, DataWarning)]
+    data = [w for w in caught if issubclass(w.category, (DataWarning, LoadWarning))]
     for w in caught:
         if w not in mine and w not in data:  # other warnings pass through unchanged
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

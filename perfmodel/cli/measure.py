@@ -39,10 +39,10 @@ def _round(r: int, total: int, seconds: float) -> None:
 
 
 @app.command()
-def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or auto (CUDA when present)."),
+def measure(device: str = typer.Option("auto", "--device", metavar="<cuda|cpu|auto>", help="cuda, cpu, or auto (CUDA when present)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer, smaller cases (about two minutes on 2 CPU cores)."),
-            out: str = typer.Option("perfmodel-measurements", "--out", help="Folder for results and measured.yaml."),
-            like: Optional[str] = typer.Option(None, "--like", help="Datasheet spec to report efficiency factors against, e.g. h100-sxm.")):
+            out: str = typer.Option("perfmodel-measurements", "--out", metavar="<folder>", help="Folder for results and measured.yaml."),
+            like: Optional[str] = typer.Option(None, "--like", metavar="<name>", help="Datasheet spec to report efficiency factors against, e.g. h100-sxm.")):
     """Time microbenchmarks, write the results and a calibrated hardware YAML for this machine."""
     from .. import measure as M
     from ..measure import cuda, suite
@@ -89,15 +89,15 @@ def measure(device: str = typer.Option("auto", "--device", help="cuda, cpu, or a
 @app.command()
 def validate(results: Optional[str] = typer.Argument(None, help="A folder written by `perfmodel measure`, or its results.json."),
              published: bool = typer.Option(False, "--published", help="Validate against published end-to-end measurements instead: per case the roofline bound, the achievable estimate and the measurement."),
-             cases: Optional[str] = typer.Option(None, "--cases", help="With --published: a measurements YAML of your own (default: perfmodel's)."),
-             category: Optional[str] = typer.Option(None, "--category", help="With --published: only cases with these categories (comma list)."),
+             cases: Optional[str] = typer.Option(None, "--cases", metavar="<file>", help="With --published: a measurements YAML of your own (default: perfmodel's)."),
+             category: Optional[str] = typer.Option(None, "--category", metavar="<name list>", help="With --published: only cases with these categories (comma list)."),
              summary_only: bool = typer.Option(False, "--summary", help="With --published: the summary per category only."),
-             hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Spec to predict with (default: the folder's measured.yaml)."),
+             hardware: Optional[str] = typer.Option(None, "-H", "--hardware", metavar="<name list>", help="Spec to predict with (default: the folder's measured.yaml)."),
              overhead: bool = typer.Option(True, "--overhead/--no-overhead", help="Include the spec's kernel_overhead."),
              passes: bool = typer.Option(True, "--weight-passes/--no-weight-passes", help="Include the spec's gemm_weight_passes and attention_kv_passes (multi-row matmuls move their weights, and attention its K/V cache, that many times)."),
              kv: bool = typer.Option(True, "--kv-passes/--no-kv-passes", help="Include the spec's attention_kv_passes (without it attention's K/V read pays gemm_weight_passes)."),
-             plot: Optional[str] = typer.Option(None, "--plot", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
-             ops: Optional[str] = typer.Option(None, "--ops", help="A decode case: measured vs predicted time per op."),
+             plot: Optional[str] = typer.Option(None, "--plot", metavar="<file>", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
+             ops: Optional[str] = typer.Option(None, "--ops", metavar="<case>", help="A decode case: measured vs predicted time per op."),
              fmt: str = Fmt):
     """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|.
     With --published: the published end-to-end measurements, bound and estimate side by side."""

@@ -33,26 +33,26 @@ WHY = {  # why an option does not go with a kind
 
 @app.command()
 def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, memory, kv, speculative, serving, validation or published"),
-         out: str = typer.Option(..., "-o", "--out", help="FILE.png, FILE.svg or FILE.pdf"),
-         model: Optional[str] = typer.Option(None, "-m", "--model", help="Model(s), comma list: one series per model (speculative: DRAFT,TARGET)."),
-         hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Hardware, comma list: one series per device (default h100-sxm; kv: capacity lines; validation: the spec to predict with)."),
-         batch: Optional[str] = typer.Option(None, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
-         context: Optional[str] = typer.Option(None, "--context", help="Context S in tokens (comma list where the plot has a context axis)."),
-         tp: Optional[str] = typer.Option(None, "--tp", help="Tensor-parallel devices per replica, comma list: one series per layout."),
-         pp: Optional[str] = typer.Option(None, "--pp", help="Pipeline stages per replica, comma list."),
-         ep: Optional[str] = typer.Option(None, "--ep", help="Expert-parallel device groups per replica (MoE), comma list."),
-         axis: Optional[str] = typer.Option(None, "--axis", help="memory: stack against batch (default) or context."),
-         alpha: Optional[str] = typer.Option(None, "--alpha", help="speculative: acceptance rates (comma list)."),
-         gamma: Optional[str] = typer.Option(None, "--gamma", help="speculative: draft lengths (comma list)."),
-         draft_cost: Optional[float] = typer.Option(None, "--draft-cost", help="speculative, closed form: draft step / target step (default 0.1)."),
-         results: Optional[str] = typer.Option(None, "--results", help="validation: a measurement results folder."),
+         out: str = typer.Option(..., "-o", "--out", metavar="<file>", help="FILE.png, FILE.svg or FILE.pdf"),
+         model: Optional[str] = typer.Option(None, "-m", "--model", metavar="<name list>", help="Model(s), comma list: one series per model (speculative: DRAFT,TARGET)."),
+         hardware: Optional[str] = typer.Option(None, "-H", "--hardware", metavar="<name list>", help="Hardware, comma list: one series per device (default h100-sxm; kv: capacity lines; validation: the spec to predict with)."),
+         batch: Optional[str] = typer.Option(None, "--batch", metavar="<int list>", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+         context: Optional[str] = typer.Option(None, "--context", metavar="<int list>", help="Context S in tokens (comma list where the plot has a context axis)."),
+         tp: Optional[str] = typer.Option(None, "--tp", metavar="<int>", help="Tensor-parallel devices per replica, comma list: one series per layout."),
+         pp: Optional[str] = typer.Option(None, "--pp", metavar="<int>", help="Pipeline stages per replica, comma list."),
+         ep: Optional[str] = typer.Option(None, "--ep", metavar="<int>", help="Expert-parallel device groups per replica (MoE), comma list."),
+         axis: Optional[str] = typer.Option(None, "--axis", metavar="<batch|context>", help="memory: stack against batch (default) or context."),
+         alpha: Optional[str] = typer.Option(None, "--alpha", metavar="<number list>", help="speculative: acceptance rates (comma list)."),
+         gamma: Optional[str] = typer.Option(None, "--gamma", metavar="<int list>", help="speculative: draft lengths (comma list)."),
+         draft_cost: Optional[float] = typer.Option(None, "--draft-cost", metavar="<number list>", help="speculative, closed form: draft step / target step (default 0.1)."),
+         results: Optional[str] = typer.Option(None, "--results", metavar="<folder>", help="validation: a measurement results folder."),
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
          sets: Optional[List[str]] = Sets,
-         mode: str = typer.Option("roofline", "--mode", help="roofline (the ideal bound) or achievable (an estimate): the "
+         mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="roofline (the ideal bound) or achievable (an estimate): the "
                                   "op times of roofline and latency-throughput (also simple), the step cost of serving "
                                   "and speculative with models."),
          impl: Optional[str] = Impl,
-         cases: Optional[str] = typer.Option(None, "--cases", help="published: a measurements YAML (default: perfmodel's).")):
+         cases: Optional[str] = typer.Option(None, "--cases", metavar="<file>", help="published: a measurements YAML (default: perfmodel's).")):
     """Publication-ready figures (matplotlib, headless): one call into perfmodel.plots.
 
     Comma lists of models, hardware and --tp/--pp/--ep draw one series per (model, hardware,

@@ -7,7 +7,7 @@ import typer
 
 from .. import api
 from ..report import render, render_vertical
-from .common import (ADtype, app, Attn, Energy, EP, Fmt, Hardware, Impl, KVDtype, Micro, Mode, mode_note, Model,
+from .common import (_one, ADtype, app, Attn, Energy, EP, Fmt, Hardware, Impl, KVDtype, Micro, Mode, mode_note, Model,
                      PHASE_HUMAN, PP, Price, QEmb, Replicas, Sets, TP, WDtype, _cols, _fmt, _human, _ints, _out,
                      _sets, _why)
 
@@ -32,8 +32,8 @@ def show(name: str = typer.Argument(..., help="A catalog name or YAML path (mode
 
 
 @app.command()
-def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1,8,64,256", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
-           context: str = typer.Option("1024", "--context", help="Context S in tokens (comma list)."), mode: str = Mode, weights_dtype: str = WDtype,
+def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1,8,64,256", "--batch", metavar="<int list>", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+           context: str = typer.Option("1024", "--context", metavar="<int list>", help="Context S in tokens (comma list)."), mode: str = Mode, weights_dtype: str = WDtype,
            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
            sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
            tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas, microbatches: Optional[int] = Micro,
@@ -49,8 +49,8 @@ def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Opti
 
 
 @app.command()
-def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
-            context: str = typer.Option("128,512,1024,4096", "--context", help="Prompt length(s)."), mode: str = Mode,
+def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", metavar="<int list>", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+            context: str = typer.Option("128,512,1024,4096", "--context", metavar="<int list>", help="Prompt length(s)."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
             quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
@@ -64,9 +64,9 @@ def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
 
 
 @app.command()
-def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
-            prompt: str = typer.Option("1024", "--prompt", help="Prompt tokens P (comma list allowed)."),
-            generate: str = typer.Option("256", "--generate", help="Generated tokens G (a count: 256, 4k)."), mode: str = Mode,
+def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", metavar="<int list>", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+            prompt: str = typer.Option("1024", "--prompt", metavar="<int list>", help="Prompt tokens P (comma list allowed)."),
+            generate: str = typer.Option("256", "--generate", metavar="<int>", help="Generated tokens G (a count: 256, 4k)."), mode: str = Mode,
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
             quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
@@ -84,15 +84,15 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
 
 
 @app.command()
-def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer.Option(1, "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
-              context: float = typer.Option(1024, "--context", help="Context S in tokens (comma list)."), weights_dtype: str = WDtype,
+def intensity(model: str = Model, hardware: str = Hardware, batch: str = typer.Option("1", "--batch", metavar="<int>", help="Batch size B: concurrent sequences per replica (one value)."),
+              context: str = typer.Option("1024", "--context", metavar="<int>", help="Context S in tokens (one value)."), weights_dtype: str = WDtype,
               kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
               tp: int = TP, pp: int = PP, ep: int = EP,
-              mode: str = typer.Option("roofline", "--mode", help="roofline (ideal per-op times) or achievable."),
+              mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="roofline (ideal per-op times) or achievable."),
               impl: Optional[str] = Impl):
     """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode (collectives too)."""
-    t = api.intensity(model, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, attention, _sets(sets),
+    t = api.intensity(model, hardware, _one(batch, "--batch"), _one(context, "--context"), weights_dtype, kv_dtype, act_dtype, attention, _sets(sets),
                       quantize_embeddings=quantize_embeddings, tp=tp, pp=pp, ep=ep, mode=mode, impl=impl)
     cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode"] + (["impl"] if "impl" in t else [])
     _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]))
@@ -101,19 +101,19 @@ def intensity(model: str = Model, hardware: str = Hardware, batch: float = typer
 
 
 @app.command()
-def kv(model: str = Model, context: str = typer.Option("1024", "--context", help="Context S in tokens (comma list)."), batch: str = typer.Option("1", "--batch", help="Batch sizes B: concurrent sequences per replica (comma list)."),
-       kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache format."), sets: Optional[List[str]] = Sets, fmt: str = Fmt):
+def kv(model: str = Model, context: str = typer.Option("1024", "--context", metavar="<int list>", help="Context S in tokens (comma list)."), batch: str = typer.Option("1", "--batch", metavar="<int list>", help="Batch sizes B: concurrent sequences per replica (comma list)."),
+       kv_dtype: str = typer.Option("bf16", "--kv-dtype", metavar="<format>", help="KV-cache format."), sets: Optional[List[str]] = Sets, fmt: str = Fmt):
     """KV-cache bytes per token and per batch, for one or more models."""
     t = api.kv(model, _ints(context, "--context"), _ints(batch, "--batch"), kv_dtype, _sets(sets))
     _out(render(t, _fmt(fmt)))
 
 
 @app.command()
-def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H", "--hardware", help="Hardware catalog name or YAML path."),
-           memory: Optional[str] = typer.Option(None, "--memory", help="Device memory instead of -H, e.g. 24GiB."),
-           overhead: str = typer.Option("0", "--overhead", help="Reserved memory, e.g. 1.5GiB."),
+def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H", "--hardware", metavar="<name list>", help="Hardware catalog name or YAML path."),
+           memory: Optional[str] = typer.Option(None, "--memory", metavar="<bytes>", help="Device memory instead of -H, e.g. 24GiB."),
+           overhead: str = typer.Option("0", "--overhead", metavar="<bytes>", help="Reserved memory, e.g. 1.5GiB."),
            weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
-           context: str = typer.Option("1024", "--context", help="Context S in tokens (comma list)."), sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+           context: str = typer.Option("1024", "--context", metavar="<int list>", help="Context S in tokens (comma list)."), sets: Optional[List[str]] = Sets, fmt: str = Fmt,
            quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas):
     """The inverse question: how many KV tokens fit, and how many users at a context (per replica)."""
     t = api.budget(model, hardware, memory, overhead, weights_dtype, kv_dtype, act_dtype,

@@ -14,32 +14,33 @@ from .common import (EP, PP, TP, Energy, Impl, Price, ADtype, Fmt, KVDtype, Repl
                      _sets, app, mode_note)
 from ..report import _human, _is_num, render
 
-Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", help="Model catalog name or YAML path.")
-Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", help="Hardware catalog name or YAML path.")
-Slots = typer.Option("8", "--slots", help="Batch slots (concurrent sequences); 'none': only KV memory limits.")
-Requests = typer.Option(None, "--requests", help="Number of requests (default 64; with --trace, its rows).")
-Rate = typer.Option(None, "--rate", help="Poisson arrivals at R requests/s (default: all at t = 0).")
-Trace = typer.Option(None, "--trace", help="CSV with columns arrival_s, prompt_tokens, output_tokens.")
-PromptLen = typer.Option(serving.DEFAULT_PROMPT, "--prompt-len",
+Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", metavar="<name>", help="Model catalog name or YAML path.")
+Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", metavar="<name>", help="Hardware catalog name or YAML path.")
+Slots = typer.Option("8", "--slots", metavar="<int|none>", help="Batch slots (concurrent sequences); 'none': only KV memory limits.")
+Requests = typer.Option(None, "--requests", metavar="<int>", help="Number of requests (default 64; with --trace, its rows).")
+Rate = typer.Option(None, "--rate", metavar="<requests/s>", help="Poisson arrivals at R requests/s (default: all at t = 0).")
+Trace = typer.Option(None, "--trace", metavar="<file>", help="CSV with columns arrival_s, prompt_tokens, output_tokens.")
+PromptLen = typer.Option(serving.DEFAULT_PROMPT, "--prompt-len", metavar="<lengths>",
                          help="Prompt tokens: N, uniform:LO,HI or lognormal:median=M,max=C[,sigma=S].")
-OutputLen = typer.Option(serving.DEFAULT_OUTPUT, "--output-len", help="Output tokens, same forms as --prompt-len.")
-Block = typer.Option(16, "--block-size", help="Paged KV block, tokens.")
-Prefix = typer.Option(0, "--shared-prefix", help="Tokens of a system prompt common to every request.")
-Samples = typer.Option(1, "--samples", help="Parallel samples per prompt (n), sharing the prompt's blocks.")
-Prefill = typer.Option("chunked", "--prefill",
+OutputLen = typer.Option(serving.DEFAULT_OUTPUT, "--output-len", metavar="<lengths>", help="Output tokens, same forms as --prompt-len.")
+Block = typer.Option(16, "--block-size", metavar="<int>", help="Paged KV block, tokens.")
+Prefix = typer.Option(0, "--shared-prefix", metavar="<int>", help="Tokens of a system prompt common to every request.")
+Samples = typer.Option(1, "--samples", metavar="<int>", help="Parallel samples per prompt (n), sharing the prompt's blocks.")
+Prefill = typer.Option("chunked", "--prefill", metavar="<chunked|separate>",
                        help="chunked: prompt tokens ride in decode steps; separate: prefill-only steps.")
-Budget = typer.Option(None, "--token-budget", help="Tokens per step (chunked prefill); default: whole prompts (Orca).")
-Seed = typer.Option(0, "--seed", help="Seed of the random arrivals and lengths.")
-MaxTokens = typer.Option(None, "--max-tokens", help="Refuse to simulate more generated tokens than this, over all "
+Budget = typer.Option(None, "--token-budget", metavar="<int|none>", help="Tokens per step (chunked prefill); default: whole prompts (Orca).")
+Seed = typer.Option(0, "--seed", metavar="<int>", help="Seed of the random arrivals and lengths.")
+MaxTokens = typer.Option(None, "--max-tokens", metavar="<int>", help="Refuse to simulate more generated tokens than this, over all "
                          "runs; default 5,000,000 (about 10 s here).")
-Quantum = typer.Option(16, "--cost-quantum",
+Quantum = typer.Option(16, "--cost-quantum", metavar="<int>",
                        help="Decode contexts rounded up to this many tokens to cache step costs (1: exact).")
 
 SIM_HUMAN = [("policy", "policy"), ("mode", "mode"), ("kv_manager", "KV"), ("prefill", "prefill"), ("requests", "requests"),
              ("tokens", "tokens"), ("makespan_s", "makespan"), ("throughput_tok_s", "tokens/s"),
              ("mean_latency_s", "mean latency"), ("p50_latency_s", "p50 latency"), ("p99_latency_s", "p99 latency"),
-             ("mean_ttft_s", "mean TTFT"), ("mean_tpot_s", "mean TPOT"), ("peak_running", "peak seqs"),
-             ("preemptions", "preempted")]
+             ("mean_ttft_s", "mean TTFT"), ("p99_ttft_s", "p99 TTFT"), ("mean_tpot_s", "mean TPOT"),
+             ("p99_tpot_s", "p99 TPOT"), ("peak_running", "peak seqs"), ("preemptions", "preempted")]
+LAYOUT_HUMAN = [("tp", "tp"), ("ep", "ep"), ("replicas", "replicas")]
 KV_HUMAN = [("manager", "manager"), ("mode", "mode"), ("block_size", "block"), ("peak_sequences", "peak seqs"),
             ("mean_sequences", "mean seqs"), ("mean_used_bytes", "used"), ("mean_reserved_bytes", "reserved"),
             ("utilization", "used/reserved"), ("mean_internal_bytes", "internal"), ("mean_future_bytes", "future"),
@@ -59,7 +60,10 @@ def _render(table: dict, fmt: str, columns: list, human: list) -> str:
     """JSON/CSV in SI units (perfmodel.report), or an aligned table with these headers."""
     if fmt != "table":
         return render(table, fmt, columns)
-    cols = [(c, h) for c, h in human if c in table]
+    from ..report import _LAYOUT_HEAD, has_layout
+
+    lay = has_layout(table)  # with tp, ep or replicas: the columns that are one replica's or every replica's say so
+    cols = [(c, (_LAYOUT_HEAD.get(c, h) if lay else h)) for c, h in human if c in table]
     n = len(table[cols[0][0]])
     cells = [[h for _, h in cols]] + [[_cell(c, table[c][i]) for c, _ in cols] for i in range(n)]
     width = [max(len(r[j]) for r in cells) for j in range(len(cols))]
@@ -78,21 +82,21 @@ def _budget(v: Optional[str]):
 
 @app.command("serve-sim")
 def serve_sim(model: str = Model, hardware: str = Hardware,
-              policy: str = typer.Option("both", "--policy", help="static, continuous or both (same trace)."),
+              policy: str = typer.Option("both", "--policy", metavar="<static|continuous|both>", help="static, continuous or both (same trace)."),
               requests: Optional[int] = Requests, slots: str = Slots, rate: Optional[float] = Rate,
               trace: Optional[str] = Trace, prompt_len: str = PromptLen, output_len: str = OutputLen,
-              kv_manager: str = typer.Option("paged", "--kv-manager",
+              kv_manager: str = typer.Option("paged", "--kv-manager", metavar="<contiguous|paged>",
                                              help="contiguous (max-length reservation) or paged."),
               block_size: int = Block, shared_prefix: int = Prefix, samples: int = Samples,
               sharing: bool = typer.Option(True, "--sharing/--no-sharing", help="Paged: store shared prefixes once."),
               prefill: str = Prefill, token_budget: Optional[str] = Budget, seed: int = Seed,
               cost_quantum: int = Quantum,
-              timeline: Optional[str] = typer.Option(None, "--timeline",
+              timeline: Optional[str] = typer.Option(None, "--timeline", metavar="<file>",
                                                      help="Write every iteration to this CSV file."),
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, tp: int = TP, pp: int = PP, ep: int = EP,
               replicas: int = Replicas, price: Optional[str] = Price, energy: bool = Energy,
-              mode: str = typer.Option("roofline", "--mode", help="Step cost: roofline (the ideal bound) or achievable."),
+              mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="Step cost: roofline (the ideal bound) or achievable."),
               impl: Optional[str] = Impl, max_tokens: Optional[int] = MaxTokens):
     """Simulate serving: static vs continuous batching on the engine's step cost."""
     fmt = _fmt(fmt)
@@ -108,7 +112,10 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
         from ..fileio import write_text
 
         write_text(timeline, render(serving.timeline(runs), "csv") + "\n", "--timeline")
-    _out(_render(table, fmt, serving.SUMMARY + extra + econ, SIM_HUMAN + [(c, c) for c in econ]))
+    from ..report import has_layout
+
+    human = SIM_HUMAN + (LAYOUT_HUMAN if has_layout(table) else []) + [(c, c) for c in econ]
+    _out(_render(table, fmt, serving.SUMMARY + extra + econ, human))
     if fmt == "table" and len(runs) == 2:
         s, c = (r.summary for r in runs)
         lat = s["mean_latency_s"] / c["mean_latency_s"]
@@ -123,16 +130,16 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
 
 @app.command("kv-memory")
 def kv_memory(model: str = Model, hardware: str = Hardware,
-              requests: Optional[int] = typer.Option(None, "--requests", help="Number of requests (default 256)."),
-              slots: str = typer.Option("none", "--slots", help="Batch slots; default none: KV memory is the limit."),
+              requests: Optional[int] = typer.Option(None, "--requests", metavar="<int>", help="Number of requests (default 256)."),
+              slots: str = typer.Option("none", "--slots", metavar="<int|none>", help="Batch slots; default none: KV memory is the limit."),
               rate: Optional[float] = Rate, trace: Optional[str] = Trace, prompt_len: str = PromptLen,
               output_len: str = OutputLen,
-              block_size: str = typer.Option("16", "--block-size", help="Paged KV block(s), tokens (comma list)."),
+              block_size: str = typer.Option("16", "--block-size", metavar="<int>", help="Paged KV block(s), tokens (comma list)."),
               shared_prefix: int = Prefix, samples: int = Samples, prefill: str = Prefill,
               token_budget: Optional[str] = Budget, seed: int = Seed, cost_quantum: int = Quantum,
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt,
-              mode: str = typer.Option("roofline", "--mode", help="Step cost: roofline (the ideal bound) or achievable."),
+              mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="Step cost: roofline (the ideal bound) or achievable."),
               impl: Optional[str] = Impl, max_tokens: Optional[int] = MaxTokens):
     """KV memory under continuous batching: contiguous vs paged vs paged with prefix sharing."""
     fmt = _fmt(fmt)

@@ -46,6 +46,31 @@ def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None) -> None:
         raise SpecError("--requests", None, f"{tr.n:,} requests generate {total:,} tokens over {runs} run(s), {how}")
 
 
+OVERLOAD = 1.05  # offered / served request rate above which the queue is growing, not fluctuating
+
+
+def _overload(runs, model: str, device: str) -> None:
+    """Warn when requests arrive faster than a run serves them. A stable server's completions keep up with its
+    arrivals, so requests / makespan is close to the arrival rate (the last requests' service aside); an
+    overloaded one finishes at its capacity, below it, and its queue (hence TTFT) grows with the trace."""
+    import warnings
+
+    from ..errors import LoadWarning
+
+    for r in runs:
+        s, req = r.summary, r.requests
+        span = float(np.max(req["arrival_s"]) - np.min(req["arrival_s"]))
+        if s["requests"] < 2 or span <= 0:
+            continue
+        offered = (s["requests"] - 1) / span  # the arrival rate of the trace or of the Poisson draws
+        served = s["requests"] / s["makespan_s"]
+        if offered > OVERLOAD * served:
+            warnings.warn(f"{s['policy']} batching of {model} on {device} serves {served:.3g} requests/s per replica "
+                          f"but they arrive at {offered:.3g}/s: the queue grows with the trace, so its latency and "
+                          "TTFT percentiles grow with --requests (lower --rate, or add slots, memory or replicas)",
+                          LoadWarning, stacklevel=3)
+
+
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None,
                trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
                block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
@@ -84,6 +109,8 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                      cost=cost, layout=one) for p in pols]
     from ..api import economics
 
+    if rate is not None or trace is not None:
+        _overload(runs, m.name, hw.key or hw.name)
     for r in runs:
         r.summary["throughput_tok_s"] *= R
         r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices, mode=mode)
