@@ -138,3 +138,76 @@ def test_causal_skipping_counts_half_the_pairs_plus_the_diagonal(m, B, S):
     full = total(phase_ops(m, B, S, "prefill", causal_skip=False), {"attn_qk"})
     skip = total(phase_ops(m, B, S, "prefill"), {"attn_qk"})
     assert skip / full == pytest.approx((S + 1) / (2 * S), rel=1e-12)
+
+
+# ---------------------------------------------------------------- serving: what a sequence holds, and TPOT
+from perfmodel.serving import StepCost, Traffic, simulate  # noqa: E402
+from perfmodel.serving.kvmemory import Contiguous, Group, KVSizes, Paged, kv_sizes  # noqa: E402
+
+SERVE_M = pm.load_model("llama-2-13b")
+SERVE_COST = StepCost(SERVE_M, H100, Precision(), 16)
+SERVE_SIZES = kv_sizes(SERVE_M, H100)
+
+
+def _one_request(prompt, outs):
+    out = np.array([outs])
+    return Traffic(np.zeros(1), np.array([prompt]), out, int(out.max()), 0, ["r0"])
+
+
+def _blocks(prompt, outs, block, share):
+    """Blocks a request needs at its peak: each sample holds prompt + output - 1 tokens (its last token is
+    never fed back); with sharing the samples share the prompt's full blocks."""
+    if share:
+        base = prompt // block
+        return base + sum(-(-(prompt + o - 1 - base * block) // block) for o in outs)
+    return sum(-(-(prompt + o - 1) // block) for o in outs)
+
+
+@given(st.integers(1, 400), st.lists(st.integers(1, 60), min_size=1, max_size=3), st.sampled_from([1, 7, 16]),
+       st.booleans())
+def test_a_sequence_holds_at_most_prompt_plus_output_minus_1_tokens(prompt, outs, block, share):
+    """The last generated token is never fed back, so a sequence's cache peaks at prompt + output - 1 tokens
+    (docs/serving.md): a paged device with exactly those blocks admits the request and runs it to the end
+    without preempting it; one block less refuses it up front."""
+    need = _blocks(prompt, outs, block, share)
+    sizes = KVSizes(1.0, 0.0, 0.0, float(need * block), 10**6)
+    assert Paged(sizes, block, share).fits_alone(Group(0, prompt, outs))
+    assert not Paged(KVSizes(1.0, 0.0, 0.0, float(need * block - 1), 10**6), block, share).fits_alone(
+        Group(0, prompt, outs))
+    hw = H100.replace(memory_capacity=SERVE_SIZES.weights + need * block * SERVE_SIZES.per_token)
+    r = simulate(SERVE_M, hw, _one_request(prompt, outs), "continuous", None, "paged", block, share, cost=SERVE_COST)
+    assert r.summary["preemptions"] == 0 and r.summary["tokens"] == sum(outs)
+    assert r.summary["peak_kv_reserved_bytes"] <= need * block * SERVE_SIZES.per_token * (1 + 1e-12)
+
+
+@given(st.integers(1, 400), st.integers(1, 60), st.integers(0, 60))
+def test_a_contiguous_region_wastes_what_its_sequence_never_fills(prompt, out, spare):
+    """A contiguous reservation of R = prompt + max_output tokens: the sequence fills prompt + output - 1 of
+    them, so R - (prompt + output - 1) is internal fragmentation from admission on; what it holds now is
+    `used`, the rest `future`; a region is one hole-free range, so an empty arena has no external waste."""
+    max_output = out + spare
+    sizes = KVSizes(1.0, 0.0, 0.0, 10.0**6, 10**6)
+    mgr = Contiguous(sizes, max_output)
+    g = Group(0, prompt, [out])
+    assert mgr.admit(g)
+    used, reserved, internal, future, external, saved = mgr.snapshot()
+    assert reserved == prompt + max_output and used == prompt
+    assert internal == prompt + max_output - (prompt + out - 1)
+    assert future == out - 1 and external == 0 and saved == 0
+    assert [h for h in mgr.holes() if h] == [10.0**6 - reserved]  # the region starts at 0: one hole after it
+    mgr.release(g)
+    assert mgr.snapshot()[:3] == (0.0, 0.0, 0.0) and mgr.holes() == [10.0**6]
+
+
+@given(st.integers(1, 600), st.integers(2, 40), st.sampled_from(["static", "continuous"]))
+def test_tpot_of_a_lone_request_is_its_mean_decode_step(prompt, out, policy):
+    """TPOT = (last token - first token) / (output - 1): the first token ends the prefill and each of the
+    other output - 1 tokens takes one decode step, so alone on a server it is the mean decode step."""
+    r = simulate(SERVE_M, H100, _one_request(prompt, [out]), policy, 8, cost=SERVE_COST)
+    steps = r.timeline["duration_s"]
+    assert len(steps) == out and list(r.timeline["kind"][1:]) == ["decode"] * (out - 1)
+    tpot = r.requests["tpot_s"][0]
+    assert tpot == pytest.approx(steps[1:].sum() / (out - 1), rel=1e-9)
+    assert r.requests["ttft_s"][0] == pytest.approx(steps[0], rel=1e-12)
+    assert r.summary["mean_tpot_s"] == pytest.approx(tpot, rel=1e-12)
+    assert r.requests["latency_s"][0] == pytest.approx(steps.sum(), rel=1e-12)
