@@ -7,6 +7,7 @@
 
 What the functions return:
 
+- **One point, fast**: point returns a dict of Python numbers (about 0.2 ms; the same numbers as decode).
 - **Queries** return a pandas DataFrame, one row per point, columns in SI units (seconds, bytes,
   tokens/s, FLOPs) and counts as integers: decode, prefill, request, intensity, kv, budget, show,
   list_specs, compare, formats, weights, speculative, plan, sweep, serve_sim, kv_memory, validation
@@ -52,33 +53,33 @@ COUNT_COLUMNS = frozenset({
 
 def _frame(table):
     """A dict-of-columns table as a DataFrame: counts as integers (nullable Int64 where a count is
-    missing), the `pm` accessor registered."""
+    missing), the `pm` accessor registered. Columns are converted as numpy arrays and the frame is
+    built once (assigning columns one by one cost most of a one-row query's time)."""
     import numpy as np
     import pandas as pd  # lazy: a CLI query never pays for pandas
 
     _register_accessor()
     if isinstance(table, pd.DataFrame):  # a sweep's frame: its columns (categorical text) are kept as they are
-        df = table
-    else:
-        df = pd.DataFrame({k: list(v) if getattr(v, "dtype", None) == object else v for k, v in table.items()})
-    for col in df.columns:
-        if col not in COUNT_COLUMNS:
-            continue
-        s = df[col]
-        if s.dtype == object:
-            try:
-                s = pd.to_numeric(s)
-            except (TypeError, ValueError):
+        return table
+    cols = {}
+    for k, v in table.items():
+        a = v if isinstance(v, np.ndarray) else np.asarray(v)
+        if a.dtype == object:
+            if k in COUNT_COLUMNS:
+                try:
+                    a = pd.to_numeric(pd.Series(list(a))).to_numpy()
+                except (TypeError, ValueError):
+                    cols[k] = list(a)
+                    continue
+            else:
+                cols[k] = list(a)
                 continue
-        if s.dtype.kind not in "fiu":
-            continue
-        vals = s.to_numpy(dtype=float)
-        whole = np.isnan(vals) | (np.mod(vals, 1) == 0)
-        if s.dtype.kind == "f" and whole.all():
-            df[col] = s.astype("Int64") if np.isnan(vals).any() else s.astype("int64")
-        elif s.dtype.kind in "iu":
-            df[col] = s
-    return df
+        if k in COUNT_COLUMNS and a.dtype.kind == "f":
+            nan = np.isnan(a)
+            if (nan | (np.mod(a, 1) == 0)).all():
+                a = pd.array(a, dtype="Int64") if nan.any() else a.astype(np.int64)
+        cols[k] = a
+    return pd.DataFrame(cols)
 
 
 def human(df, headers: bool = True):
@@ -198,6 +199,38 @@ def decode(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), cont
     """
     return _frame(_api.decode(model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
                               sets, quantize_embeddings, tp, pp, ep, replicas, microbatches, price, energy, impl))
+
+
+def point(model="llama-2-13b", hardware="h100-sxm", batch=1, context=1024, phase="decode", mode="roofline",
+          weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", impl=None):
+    """One point, fast: a dict of Python numbers instead of a DataFrame (about 0.2 ms warm; docs/speed.md).
+
+    The same op list and time model as decode() and prefill(), so the same numbers to the last bit; for many
+    points, pass lists to decode() or use sweep(), which evaluate them as arrays.
+
+    Parameters
+    ----------
+    model : {_MODEL}
+    hardware : {_HW}
+    batch : int -- concurrent sequences B
+    context : int -- tokens S in each sequence's KV cache (decode) or prompt tokens (prefill)
+    phase : 'decode' (one new token per sequence) or 'prefill' (the whole prompt)
+    mode : {_MODE}
+    weights_dtype, kv_dtype, act_dtype : str -- {_FMT}
+    impl : {_IMPL}
+
+    Returns
+    -------
+    dict: model, hardware, phase, mode, batch, context, latency_s (s), throughput_tok_s (tokens/s),
+    weight_bytes, kv_cache_bytes, memory_bytes (bytes), intensity (FLOP/byte), fits (bool), bound.
+
+    Example
+    -------
+    >>> p = pm.point("llama-2-13b", "h100-sxm", batch=1, context=1024)
+    >>> round(p["latency_s"] * 1e3, 3), p["bound"]
+    (7.928, 'memory')
+    """
+    return _api.point(model, hardware, batch, context, phase, mode, weights_dtype, kv_dtype, act_dtype, impl)
 
 
 def prefill(model="llama-2-13b", hardware="h100-sxm", batch=1, context=(128, 512, 1024, 4096), mode="roofline",
@@ -1150,7 +1183,7 @@ def explore(model="llama-2-13b", hardware="h100-sxm", batch=64, context=1024, we
 
 
 _PARAMS = {"_MODEL": _MODEL, "_HW": _HW, "_MODE": _MODE, "_IMPL": _IMPL, "_FMT": _FMT, "_SETS": _SETS, "_LAYOUT": _LAYOUT}
-for _f in (decode, prefill, request, intensity, kv, budget, show, compare, weights, speculative, plan, sweep, serve_sim,
+for _f in (point, decode, prefill, request, intensity, kv, budget, show, compare, weights, speculative, plan, sweep, serve_sim,
            kv_memory, load_model, load_hardware):
     if _f.__doc__:  # None under python -OO
         _f.__doc__ = _f.__doc__.format(**_PARAMS)  # the shared parameter descriptions, written once above
@@ -1165,7 +1198,7 @@ def _saved_run():
 
 SAVED_RUN = _saved_run()  # the measured CPU run of docs/validation/cpu-quick, shipped inside the package
 
-__all__ = ["decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge", "compare",
+__all__ = ["point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge", "compare",
            "formats", "weights", "speculative", "plan", "sweep", "serve_sim", "kv_memory", "validation",
            "published_validation", "human", "explore", "load_model", "load_hardware", "catalog_names",
            "config_to_spec", "build_ops", "param_count", "evaluate", "per_sequence", "max_batch", "parse_quantity",

@@ -208,6 +208,38 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
     return concat(out)
 
 
+_POINT: dict = {}  # (hardware, mode, impl) -> TimeModel; (formats) -> Precision: what a point query re-derives
+
+
+def point(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1024, phase="decode", mode="roofline",
+          weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", impl=None) -> dict:
+    """One (batch, context) point on one model and device, as a dict of Python numbers: the lean single-point
+    query. The same op list and time model as decode()/prefill(), the same numbers to the last bit, without
+    building a table: names resolve to cached spec objects, the precision and time model are reused."""
+    m = model if isinstance(model, Model) else load_model(model)
+    hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
+    pk = (weights_dtype, kv_dtype, act_dtype)
+    prec = _POINT.get(pk) or _POINT.setdefault(pk, _prec(weights_dtype, kv_dtype, act_dtype))
+    if mode not in ("roofline", "achievable", "simple") or phase not in ("decode", "prefill"):
+        check_mode(mode, impl)
+        raise SpecError("--phase", None, f"must be decode or prefill, got {phase!r}")
+    tk = (id(hw), mode, impl if isinstance(impl, (str, type(None))) else id(impl))  # spec objects are cached per file
+    tm = _POINT.get(tk)
+    if tm is None:
+        tm = _POINT[tk] = engine.time_model(mode, hw, check_mode(mode, impl))
+    B, S = float(batch), float(context)
+    if not (B > 0 and S > 0) or B != int(B) or S != int(S):
+        _positive(batch, "--batch"), _positive(context, "--context")
+    if S > m.max_context:
+        _warn_context(m, S)
+    r = engine.evaluate(m, hw, B, S, phase, mode, prec, grid=False, tm=tm)
+    out = {"model": m.name, "hardware": hw.key or hw.name, "phase": phase, "mode": mode, "batch": B, "context": S}
+    for k in ("latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes", "memory_bytes", "intensity"):
+        out[k] = float(r[k])
+    out["fits"], out["bound"] = bool(r["fits"]), str(r["bound"])
+    return out
+
+
 def decode(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=(1, 8, 64, 256), context=1024, mode="roofline",
            weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None,

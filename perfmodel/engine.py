@@ -71,15 +71,19 @@ def _keys_for(model, phase, prec, attention, causal_skip, ops, layout=None, stag
     # which device groups split them), not from how many devices each group has: layouts of the same
     # structure share one probe (plan evaluates hundreds of layouts)
     lay = layout or Layout()
+    base = (model, phase, (prec.weights, prec.act, prec.kv, prec.quantize_embeddings), attention, causal_skip, stage)
+    fast = base + (lay, len(ops))  # this very layout seen before: no structure signature to build
+    if fast in _PROBE_CACHE:
+        return _PROBE_CACHE[fast]
     shape = (lay.tp > 1, model.K % lay.tp == 0, lay.ep > 1, lay.pp > 1, lay.m > 1,
              tuple((op.name, op.group, op.kind, op.link) for op in ops))
-    ck = (model, phase, (prec.weights, prec.act, prec.kv, prec.quantize_embeddings), attention, causal_skip,
-          shape, stage)
+    ck = base + (shape,)
     if ck not in _PROBE_CACHE:
         B2, S2 = np.array([[1.0], [2.0]]), np.array([[64.0, 128.0]])
         probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip,
                           layout, stage)
         _PROBE_CACHE[ck] = _op_keys(ops, probe)
+    _PROBE_CACHE[fast] = _PROBE_CACHE[ck]
     return _PROBE_CACHE[ck]
 
 
@@ -120,8 +124,8 @@ class Fold:
             k, c = keys[i], op.count
             i += 1
             for parts, x in ((pt, t * c), (pf, op.flops * c), (pb, b * c),
-                             ((pc, (t if tc > tmem else 0.0) * c) if type(t) is float is type(tc) is type(tmem)
-                              else (pc, np.where(tc > tmem, t, 0.0) * c)),
+                             ((pc, (t if tc > tmem else 0.0) * c) if isinstance(t, float) and isinstance(tc, float)
+                              and isinstance(tmem, float) else (pc, np.where(tc > tmem, t, 0.0) * c)),
                              (pm, (t if op.kind == COMM else 0.0 * t) * c)):
                 parts[k] = parts[k] + x if k in parts else x
             host, step = host + t_cpu * c, step + t_step * c
@@ -231,7 +235,7 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
         bound = np.where(rf["compute_bound_time"] * 2 > latency, "compute", "memory")
     tokens = B * (1.0 if phase == "decode" else S) * lay.replicas
     shape = np.broadcast_shapes(np.shape(B), np.shape(S))
-    full = lambda x: np.broadcast_to(x, shape)  # noqa: E731  (read-only views, no copies)
+    full = lambda x: np.broadcast_to(x, shape) if shape else np.asarray(x)  # noqa: E731  (read-only views, no copies)
     return {"model": model.name, "hardware": hw.key or hw.name, "phase": phase, "batch": full(B), "context": full(S),
             "mode": mode, "latency_s": full(latency), "throughput_tok_s": full(tokens / latency),
             "weight_bytes": full(mem["weight_bytes"]), "kv_cache_bytes": full(mem["kv_cache_bytes"]),

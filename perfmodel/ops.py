@@ -447,11 +447,22 @@ class _Builder:
         return self.ops
 
 
+_GROUPS: dict = {}
+
+
 def layer_groups(m: Model):
     """Layers grouped by (attention kind, MoE or dense MLP, owns its KV under CLA), in order.
 
-    Yields (label, count, kind, is_moe, kv_owner).
+    Returns [(label, count, kind, is_moe, kv_owner), ...], computed once per model (O(n_layers)).
     """
+    if m not in _GROUPS:
+        if len(_GROUPS) > 256:
+            _GROUPS.clear()
+        _GROUPS[m] = list(_layer_groups(m))
+    return _GROUPS[m]
+
+
+def _layer_groups(m: Model):
     kinds = m.layer_kinds()
     sig = [(kinds[i], bool(m.moe and m.moe.is_moe(i)), i % m.kv_share == 0) for i in range(m.n_layers)]
     counts: dict = {}

@@ -102,7 +102,11 @@ def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch
             limit = parse_quantity(max_latency, "s")
         except ValueError as e:
             raise SpecError("--max-latency", None, str(e)) from None
-    (m,), (hw,) = specs(model, hardware, sets)
+    ms, hws = specs(model, hardware, sets)
+    if len(ms) != 1 or len(hws) != 1:
+        raise SpecError("-m/-H", None, f"plan takes one model and one hardware (got {len(ms)} and {len(hws)}); run it "
+                                       "once per pair, or compare layouts across devices with `perfmodel plot`")
+    (m,), (hw,) = ms, hws
     lays = layouts(m, n)
     if not lays:
         raise SpecError("--gpus", None, f"no layout of {n} devices suits {m.name} ({m.N} heads, {m.K} KV heads)")

@@ -1,6 +1,8 @@
 """The Python API: DataFrames with SI columns, specs editable in code, the op list exposed."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import perfmodel as pm
 from perfmodel import engine
@@ -72,7 +74,7 @@ def test_every_public_function_has_a_real_signature_and_documents_parameters_uni
         assert set(sig.parameters) <= described, set(sig.parameters) - described
 
 
-WRAPS = [(pm.decode, api.decode), (pm.prefill, api.prefill), (pm.request, api.request), (pm.intensity, api.intensity),
+WRAPS = [(pm.point, api.point), (pm.decode, api.decode), (pm.prefill, api.prefill), (pm.request, api.request), (pm.intensity, api.intensity),
          (pm.kv, api.kv), (pm.budget, api.budget), (pm.show, api.show), (pm.list_specs, api.list_specs),
          (pm.ridge, api.ridge), (pm.compare, whatif.compare), (pm.formats, whatif.formats),
          (pm.weights, whatif.weights), (pm.speculative, whatif.speculative), (pm.plan, parallel.plan),
@@ -173,3 +175,20 @@ def test_published_validation_passes_its_arguments():
     assert len(p) and all("moe" in c for c in p.category)
     assert inspect.signature(pm.published_validation).parameters.keys() == {"cases", "categories"}
     assert list(inspect.signature(published.published).parameters) == ["path", "categories"]
+
+
+@given(st.sampled_from(pm.catalog_names("models")), st.sampled_from(["h100-sxm", "b200", "mi300x"]),
+       st.integers(1, 512), st.integers(1, 65536), st.sampled_from(["decode", "prefill"]),
+       st.sampled_from(["roofline", "achievable", "simple"]))
+@settings(max_examples=60, deadline=None)
+def test_point_is_the_decode_and_prefill_row_to_the_last_bit(name, hw, B, S, phase, mode):
+    """pm.point answers one point with the op list and time model of decode/prefill: the same numbers exactly."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = pm.point(name, hw, B, S, phase, mode)
+        row = (pm.decode if phase == "decode" else pm.prefill)(name, hw, batch=B, context=S, mode=mode).iloc[0]
+    for k in ("latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes", "memory_bytes", "intensity",
+              "fits", "bound"):
+        assert p[k] == row[k], k
