@@ -381,10 +381,16 @@ class Runner:
             t0 = time.monotonic()
             fast, rest = self.stages(m.file)
             m.outcome = "survived"
-            if every:
-                rc, _, _, failed = pytest(w, self.tests, self.deselect, self.limit("full"), stop_first=False)
-                m.outcome = "timeout" if rc == "timeout" else "killed" if rc != 0 else "survived"
-                m.stage, m.killer, fast, rest = "full", " ".join(failed), [], []
+            if every:  # each test file on its own, stopping at its first failure: which files catch it
+                caught = []
+                for t in self.tests:
+                    rc, _, first, _ = pytest(w, [t], self.deselect, self.limit("full"))
+                    if rc == "timeout":
+                        caught.append(f"{t} (timeout)")
+                    elif rc != 0:
+                        caught.append(first or f"{t} (pytest exit {rc})")
+                m.outcome, m.stage, m.killer, fast, rest = ("killed" if caught else "survived"), "every file", \
+                    " ".join(caught), [], []
             for name, files, key in (("fast", fast, ",".join(fast)), ("full", rest, "full")):
                 if not files:
                     continue
