@@ -31,6 +31,11 @@ from __future__ import annotations
 
 import sys as _sys
 
+if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] in ("perfmodel", "perfmodel.exe"):  # the console script, starting
+    from .interrupts import install_early as _install_early
+
+    _install_early()  # a Ctrl-C during the imports below is one line and exit 130 (perfmodel/interrupts.py)
+
 from . import api as _api
 from . import engine as _engine
 from . import ops as _ops

@@ -470,10 +470,6 @@ def _kind_of(name) -> str:
     return "hardware" if "memory_bandwidth" in data else "models"
 
 
-def _tokens(n: int) -> str:
-    return f"{n // 1024}k" if n % 1024 == 0 and n >= 1024 else f"{n:,}"
-
-
 def summary(m: Model) -> str:
     """A model in one line, from its spec: parameters (active for MoE), layers, attention, context."""
     from .ops import active_param_count
@@ -498,7 +494,7 @@ def summary(m: Model) -> str:
     if m.moe:
         active = active_param_count(m, m.published_active_input_embedding)  # counted as its publisher counts it
         kind = f"MoE, {active / 1e9:.3g}B active ({m.moe.n_experts} experts, top-{m.moe.n_active})"
-    return f"{size} {kind}; {m.n_layers} layers, {att}; {_tokens(m.max_context)} context"
+    return f"{size} {kind}; {m.n_layers} layers, {att}; {m.max_context:,}-token context"
 
 
 def list_specs(kind: str = "all") -> Table:

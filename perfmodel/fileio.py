@@ -72,9 +72,11 @@ def atomic_group(targets: dict, opt: str = "--out"):
             tmps[name] = cm.__enter__()
             stack.append(cm)
         yield tmps
-    except BaseException:
+    except BaseException as e:
         for cm in reversed(stack):
-            cm.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+            cm.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)  # each removes its temporary file
+        if isinstance(e, OSError):  # a write failed (a full disk): one line, nothing replaced
+            raise SpecError(opt, None, f"cannot write {', '.join(str(t) for t in targets.values())}: {_why(e)}") from None
         raise
     else:
         for cm in stack:

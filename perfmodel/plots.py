@@ -54,7 +54,10 @@ def save(fig, path) -> str:
     meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
     if ext not in meta:
         raise SpecError("-o", None, f"write .png, .svg or .pdf, got {path!r}")
-    fig.savefig(path, metadata=meta[ext], bbox_inches="tight")
+    from .fileio import atomic_path
+
+    with atomic_path(path, "-o") as tmp:  # the figure appears whole or not at all
+        fig.savefig(tmp, format=ext, metadata=meta[ext], bbox_inches="tight")
     return path
 
 

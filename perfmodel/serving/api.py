@@ -46,28 +46,34 @@ def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None) -> None:
         raise SpecError("--requests", None, f"{tr.n:,} requests generate {total:,} tokens over {runs} run(s), {how}")
 
 
-OVERLOAD = 1.05  # offered / served request rate above which the queue is growing, not fluctuating
+OVERLOAD = 1.5  # queue length, second half of the arrivals over the first: above it (and 2 more), the queue grows
 
 
 def _overload(runs, model: str, device: str) -> None:
-    """Warn when requests arrive faster than a run serves them. A stable server's completions keep up with its
-    arrivals, so requests / makespan is close to the arrival rate (the last requests' service aside); an
-    overloaded one finishes at its capacity, below it, and its queue (hence TTFT) grows with the trace."""
+    """Warn when requests arrive faster than a run serves them. Then the queue grows with the trace: its
+    length over the second half of the arrival window is well above its length over the first half (a
+    stable server's queue fluctuates around one level; an overloaded one's grows about linearly, 3x from
+    the first half's mean to the second's)."""
     import warnings
 
     from ..errors import LoadWarning
 
     for r in runs:
-        s, req = r.summary, r.requests
-        span = float(np.max(req["arrival_s"]) - np.min(req["arrival_s"]))
-        if s["requests"] < 2 or span <= 0:
+        s, req, log = r.summary, r.requests, r.timeline
+        t0, t1 = float(np.min(req["arrival_s"])), float(np.max(req["arrival_s"]))
+        if s["requests"] < 8 or t1 <= t0 or not len(log["t_start_s"]):
             continue
-        offered = (s["requests"] - 1) / span  # the arrival rate of the trace or of the Poisson draws
-        served = s["requests"] / s["makespan_s"]
-        if offered > OVERLOAD * served:
-            warnings.warn(f"{s['policy']} batching of {model} on {device} serves {served:.3g} requests/s per replica "
-                          f"but they arrive at {offered:.3g}/s: the queue grows with the trace, so its latency and "
-                          "TTFT percentiles grow with --requests (lower --rate, or add slots, memory or replicas)",
+        t, dt, w = log["t_start_s"], log["duration_s"], log["waiting"]
+        mid = (t0 + t1) / 2
+        halves = [(t >= t0) & (t < mid), (t >= mid) & (t <= t1)]
+        q1, q2 = (float(np.sum(w[h] * dt[h]) / np.sum(dt[h])) if np.sum(dt[h]) > 0 else 0.0 for h in halves)
+        if q2 > OVERLOAD * q1 + 2 and q2 >= 4:
+            served = s["requests"] / s["makespan_s"]
+            offered = (s["requests"] - 1) / (t1 - t0)
+            warnings.warn(f"{s['policy']} batching of {model} on {device}: requests arrive at {offered:.3g}/s per "
+                          f"replica and the queue grows (mean {q1:.3g} waiting over the first half of the arrivals, "
+                          f"{q2:.3g} over the second; {served:.3g} requests/s served), so latency and TTFT "
+                          "percentiles grow with --requests: lower --rate, or add slots, memory or replicas",
                           LoadWarning, stacklevel=3)
 
 
