@@ -113,8 +113,6 @@ class Explorer:
     # -- the work
     def update(self):
         """Recompute the decode step, the figures and the per-op table for the current settings."""
-        import matplotlib.pyplot as plt
-
         import perfmodel as pm
 
         from . import plots
@@ -159,8 +157,7 @@ class Explorer:
                            fontsize=8, fontweight="bold", color="white")
         self.latency_image.value = _png(lt)
         self.memory_image.value = _png(mem)
-        plt.close(lt)
-        plt.close(mem)
+        del lt, mem  # not pyplot figures (plots._Figures): freed when unreferenced
         human = pm.human(self.decode[["latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes",
                                       "memory_bytes", "fits", "bound"]])
         summary = ", ".join(f"{k} {v}" for k, v in human.iloc[0].items())

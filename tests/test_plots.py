@@ -1,5 +1,6 @@
 """Plots: each kind builds from the API, draws one series per (model, hardware, layout), labels its
 axes with units, states its mode, reads well (the findings of issue 16) and renders deterministically."""
+import gc
 import io
 import itertools
 from pathlib import Path
@@ -59,7 +60,18 @@ def _legend(ax_or_fig) -> list[str]:
 @pytest.fixture(autouse=True)
 def _close():
     yield
-    matplotlib.pyplot.close("all")
+    gc.collect()  # the figures are not pyplot's (plots._Figures): freed once unreferenced
+
+
+def test_drawing_a_figure_never_imports_pyplot(tmp_path):
+    """pyplot (a GUI backend, a figure manager) is a fifth of a cold `perfmodel plot`; the plots never need it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from perfmodel.cli import main; "
+            f"main(['plot', 'roofline', '-o', {str(tmp_path / 'r.png')!r}]); print('matplotlib.pyplot' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == "False", p.stderr
 
 
 @pytest.mark.parametrize("name", CASES)

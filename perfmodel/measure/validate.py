@@ -97,10 +97,7 @@ def plot(table: dict, path: str, title: str = "") -> None:
     if not str(path).lower().endswith((".png", ".svg", ".pdf")):
         raise SpecError("--plot", None, f"write .png, .svg or .pdf, got {str(path)!r}")
     fig = plots.validation(table, title=title)
-    plots.save(fig, path)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    plots.save(fig, path)  # the figure is not pyplot's (plots._Figures): nothing to close
 
 
 def load_report(results, hardware=None, overhead: bool = True, passes: bool = True) -> dict:
