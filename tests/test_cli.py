@@ -60,7 +60,9 @@ def test_show_contract(capsys):
 
 def test_budget_answers_the_inverse_question(capsys):
     (r,) = run_json(capsys, "budget", "-m", "llama-2-13b", "--memory", "80GB", "--context", "1024")
-    assert set(r) == {"model", "max_tokens", "max_batch", "weight_bytes", "context"}
+    # the contract's fields, then every other field the table shows
+    assert set(r) == {"model", "max_tokens", "max_batch", "weight_bytes", "context", "hardware", "memory_capacity",
+                      "overhead_bytes", "kv_bytes_per_token"}
     assert r["max_tokens"] == (80e9 - 26_031_728_640) // 819_200
     # every user that budget admits also fits in decode; one more does not
     d = run_json(capsys, "decode", "--batch", f"{r['max_batch']},{r['max_batch'] + 1}")
@@ -75,7 +77,7 @@ def test_budget_overhead_and_gib(capsys):
 
 def test_intensity_contract(capsys):
     recs = run_json(capsys, "intensity", "--batch", "8")
-    assert set(recs[0]) == {"op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode"}
+    assert set(recs[0]) == {"op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode", "layers"}
     assert {r["phase"] for r in recs} == {"prefill", "decode"}
 
 
@@ -109,3 +111,112 @@ def test_a_plain_query_does_not_import_matplotlib_or_pandas():
             "sys.stderr.write(repr(['matplotlib' in sys.modules, 'pandas' in sys.modules]))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0 and p.stderr.strip().endswith("[False, False]"), p.stderr
+
+
+# ---------------------------------------------------------------- consistency across commands (issue 16)
+def test_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"perfmodel {version('perfmodel')}"
+
+
+@pytest.mark.parametrize("text, tokens", [("4k", 4000), ("4Ki", 4096), ("1M", 10**6), ("1Mi", 2**20), ("2.5k", 2500)])
+def test_token_counts_take_si_and_binary_suffixes_kept_apart(capsys, text, tokens):
+    (row,) = run_json(capsys, "decode", "--batch", "1", "--context", text)
+    assert row["context"] == tokens
+
+
+def test_counts_with_suffixes_work_in_sweep_ranges_and_the_python_api(capsys):
+    import perfmodel as pm
+
+    rows = run_json(capsys, "sweep", "--batch", "1", "--context", "1k:4k:x2")
+    assert [r["context"] for r in rows] == [1000, 2000, 4000]
+    assert pm.decode(batch=1, context="4Ki").context.tolist() == [4096]
+
+
+def test_a_mistyped_model_name_suggests_the_catalog_names_it_resembles(capsys):
+    assert main(["decode", "-m", "llama2-13b"]) == 2
+    assert "did you mean llama-2-13b" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["-m", "--model", "--models"])
+def test_sweep_takes_the_model_flag_every_command_takes(capsys, flag):
+    rows = run_json(capsys, "sweep", flag, "llama-3.1-8b", "--batch", "1", "--context", "128")
+    assert rows[0]["model"] == "llama-3.1-8b"
+
+
+def _commands():
+    from perfmodel.cli.main import _command
+
+    return sorted(_command().commands)
+
+
+@pytest.mark.parametrize("cmd", _commands())
+def test_help_shows_real_types_never_python_ones(capsys, cmd):
+    """Every option names what it takes (<int list>, <name list>, <format>, <time>, ...), never a Python type."""
+    assert main([cmd, "--help"]) == 0
+    text = capsys.readouterr().out.split("Options:")[-1]
+    for bad in ("<str>", "<float>", "<list[str]>", "<integer>", "TEXT", "FLOAT"):
+        assert bad not in text, (cmd, bad)
+
+
+def test_the_format_help_lists_every_format_of_the_registry(capsys):
+    from perfmodel.formats import known_formats
+
+    assert main(["decode", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for f in known_formats():
+        assert (f if not f.startswith(("int4-g", "int8-g")) else f.split("-g")[0] + "-g<N>") in text, f
+
+
+def _table_and_json(capsys, argv):
+    assert main(argv) == 0
+    table = capsys.readouterr().out.splitlines()
+    header = table[0].split("  ")
+    assert main(argv + ["--format", "json"]) == 0
+    return [h.strip() for h in header if h.strip()], json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("argv", [["budget"], ["budget", "--tp", "2"], ["decode", "--batch", "1,8"], ["kv"],
+                                  ["decode", "--tp", "2", "--batch", "1"], ["request"], ["prefill", "--context", "512"],
+                                  ["plan", "--gpus", "2", "--batch", "1"], ["compare", "--batch", "1"]])
+def test_json_carries_every_field_the_table_shows(capsys, argv):
+    from perfmodel.report import _HEAD, _LAYOUT_HEAD
+
+    headers, rows = _table_and_json(capsys, argv)
+    names = {**{v: k for k, v in _HEAD.items()}, **{v: k for k, v in _LAYOUT_HEAD.items()}}
+    for h in headers:
+        assert names.get(h, h) in rows[0] or h in rows[0], (h, sorted(rows[0]))
+
+
+def test_with_a_layout_the_headers_say_per_device_per_replica_or_all_replicas(capsys):
+    plain, _ = _table_and_json(capsys, ["decode", "--batch", "1"])
+    spread, _ = _table_and_json(capsys, ["decode", "--batch", "1", "--tp", "2", "--replicas", "2"])
+    assert "weights" in plain and "memory" in plain and "tokens/s" in plain
+    assert {"weights/device", "memory/device", "KV cache/device", "batch/replica", "tokens/s (all replicas)"} <= set(spread)
+    budget, _ = _table_and_json(capsys, ["budget", "--tp", "2"])
+    assert "max batch/replica" in budget and "KV/token/device" in budget
+
+
+def test_serve_sim_shows_p99_ttft_and_tpot(capsys):
+    headers, rows = _table_and_json(capsys, ["serve-sim", "--requests", "16"])
+    assert {"p99 TTFT", "p99 TPOT"} <= set(headers)
+    assert all(r["p99_ttft_s"] >= r["mean_ttft_s"] * 0.999 or r["p99_ttft_s"] > 0 for r in rows)
+
+
+def test_serve_sim_warns_when_requests_arrive_faster_than_they_are_served(capsys):
+    assert main(["serve-sim", "--requests", "300", "--rate", "100", "--policy", "continuous", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "the queue grows" in err
+    assert main(["serve-sim", "--requests", "300", "--rate", "2", "--policy", "continuous", "--format", "json"]) == 0
+    assert "queue grows" not in capsys.readouterr().err
+
+
+def test_list_describes_every_model(capsys):
+    rows = run_json(capsys, "list", "models")
+    for r in rows:
+        assert r["description"] and r["description"] != r["name"], r
+    by = {r["name"]: r["description"] for r in rows}
+    assert by["llama-2-13b"].startswith("13B dense; 40 layers, MHA (40 heads)")
+    assert "MoE" in by["mixtral-8x7b"] and "12.9B active" in by["mixtral-8x7b"]
