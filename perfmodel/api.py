@@ -420,10 +420,24 @@ def show(name: str, sets=None, weights_dtype="bf16", kv_dtype=None) -> Table:
         for f in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "max_context",
                   "mlp", "tied_embeddings", "sliding_window", "layer_pattern", "kv_share", "source"):
             row[f] = getattr(m, f)
+        defaults = {"norm": "rmsnorm", "norms_per_layer": 2, "qk_norm": None, "position": "rope", "nope_kinds": "",
+                    "attention_chunk": None, "attention_sinks": False, "qkv_bias": False, "o_bias": False,
+                    "linear_bias": False, "linear_state": None}
+        for f, d in defaults.items():  # the schema's newer features, where a model uses them
+            if getattr(m, f) != d:
+                row[f] = getattr(m, f)
+        if m.weight_formats:
+            row["weight_formats"] = ",".join(f"{g}={f}" for g, f in m.weight_formats)
         if m.mla:
             row["mla"] = str(m.mla)
         if m.moe:
+            from .ops import active_param_count
+
             row["moe"] = str(m.moe)
+            row["active_params"] = active_param_count(m, m.published_active_input_embedding)
+            row["published_active_params"] = m.published_active or np.nan
+        if m.published_excluded:
+            row["published_excluded"] = f"{m.published_excluded:,} ({m.published_excluded_what})"
     else:
         hw = load_hardware(name, sets)
         row = {"name": hw.name, "memory_capacity": hw.memory_capacity, "memory_bandwidth": hw.memory_bandwidth}

@@ -57,7 +57,7 @@ def _human(col: str, v) -> str:
         return fmt_bytes(v) + "/s"
     if col.endswith("_flops") and col.startswith("peak"):
         return fmt_count(v) + "FLOP/s"
-    if col in ("flops", "bytes", "params", "published_params"):
+    if col in ("flops", "bytes", "params", "published_params", "active_params", "published_active_params"):
         return fmt_count(v)
     if col == "tdp":
         return f"{v:g} W"

@@ -166,6 +166,14 @@ def _why(table, hardware, sets, prec=None) -> str:
     notes = [f"ridge of {hw.name}: {hw.ridge(dt):.0f} FLOP/B ({dt} peak / bandwidth)" for hw in hws]
     if prec and (prec.weights, prec.act, prec.kv) != ("bf16", "bf16", None):
         notes.append(quantization_note(prec))
+    for name in dict.fromkeys(str(x) for x in table.get("model", ())):  # formats a spec pins win over --weights-dtype
+        try:
+            m = api.load_model(name, sets)
+        except SpecError:  # a name the table shows but that is not a file (a derived variant): nothing pinned
+            continue
+        if m.weight_formats:
+            pinned = ", ".join(f"{g} in {f}" for g, f in m.weight_formats)
+            notes.append(f"{m.name} stores {pinned} (pinned by its spec, whatever --weights-dtype says)")
     if len(table["fits"]) and not all(table["fits"]):
         notes.append("fits=NO: weights + KV cache + activations exceed the device memory")
     notes.append("a step whose intensity is below the ridge is memory-bound; `perfmodel intensity` gives the per-op table")
