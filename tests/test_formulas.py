@@ -478,6 +478,37 @@ def test_int4_with_groups_of_G_costs_4_plus_16_over_G_bits_and_embeddings_stay_b
     assert f(one(q, "embed").w_stored) == 50 * 16 * 4.5 / 8
 
 
+def test_every_format_counts_its_scales_in_its_bits_per_weight():
+    """derivations "Formats" (perfmodel/formats.py's sources): bits per stored weight, scales included."""
+    bits = {"int4-g32-zp": 4 + 32 / 32, "int4-g64": 4 + 16 / 64, "int8-g32": 8 + 16 / 32, "mxfp4": 4 + 8 / 32,
+            "nvfp4": 4 + 8 / 16, "mxfp6": 6 + 8 / 32, "nf4": 4 + 32 / 64, "nf4-dq": 4 + 8 / 64 + 32 / (64 * 256),
+            "fp8": 8, "bf16": 16, "fp32": 32}
+    for name, b in bits.items():
+        assert get_format(name).bits_per_element() == pytest.approx(b, rel=1e-12), name
+    assert get_format("int8").bits_per_element(row=16) == 8 + 16 / 16  # one 16-bit scale per row of 16
+    # nvfp4 also stores one fp32 scale per tensor: 4 bytes per matrix on top of 4.5 bits per weight
+    assert get_format("nvfp4").matrix_bytes(1024) == 1024 * 4.5 / 8 + 4
+    assert get_format("mxfp4").matrix_bytes(1024) == 1024 * 4.25 / 8
+
+
+@pytest.mark.parametrize("name", ["int4-g0", "int8-g0", "int4-g0-zp", "int3", "int4-gx"])
+def test_a_format_is_refused_unless_it_is_a_known_layout_with_a_positive_group(name):
+    """derivations "Formats": a group of G weights shares a scale, so G must be a positive whole number."""
+    with pytest.raises(ValueError):
+        get_format(name)
+
+
+# ---------------------------------------------------------------- Pipelines in the simple mode
+def test_simple_mode_on_a_pipeline_streams_each_stage_in_turn():
+    """derivations "The roofline" (simple) with pp stages: a token passes the stages one after another, each
+    streaming its own weights and KV: pp x (the largest stage's weights + B * its KV) / bandwidth."""
+    # pp = 3 on the 3-layer toy: the largest stage holds one layer (1952 params), the embedding (800), the
+    # final norm (16) and the LM head (800): 3568 params = 7136 bytes; KV of one layer at S = 10: 320 bytes
+    r = engine.evaluate(toy, HW, 2, 10, mode="simple", layout=pm.Layout(pp=3))
+    assert r["weight_bytes"][0, 0] == 7136 and r["kv_cache_bytes"][0, 0] == 2 * 320
+    assert r["latency_s"][0, 0] == pytest.approx(3 * (7136 + 2 * 320) / 1e12, rel=1e-12)
+
+
 # ---------------------------------------------------------------- Requests
 def test_a_request_is_a_prefill_then_one_decode_step_per_generated_token():
     """derivations "Requests": prefill(P) + sum_{g=0}^{G-1} decode(S = P + g); throughput B*G / total;
@@ -492,6 +523,14 @@ def test_a_request_is_a_prefill_then_one_decode_step_per_generated_token():
     last = engine.evaluate(toy, HW, 2, 8, mode="simple")["memory_bytes"][0, 0]  # the step at S = P + G - 1
     first = engine.evaluate(toy, HW, 2, 6, "prefill", mode="simple")["memory_bytes"][0, 0]
     assert r["memory_bytes"][0, 0] == max(first, last)
+
+
+def test_a_long_generation_needs_the_memory_of_its_last_decode_step():
+    """derivations "Requests": memory is the larger of the prefill peak and the last decode step, which holds
+    the whole context P + G - 1: here 2 sequences of 1 + 39 tokens, 96 bytes of KV each per token."""
+    r = engine.request(toy, HW, 2, 1, 40, mode="simple")
+    assert r["memory_bytes"][0, 0] == 14944 + 2 * 96 * 40 + 352  # weights + KV + the decode activations
+    assert r["kv_cache_bytes"][0, 0] == 2 * 96 * 40
 
 
 # ---------------------------------------------------------------- Achievable time

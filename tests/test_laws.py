@@ -211,3 +211,20 @@ def test_tpot_of_a_lone_request_is_its_mean_decode_step(prompt, out, policy):
     assert r.requests["ttft_s"][0] == pytest.approx(steps[0], rel=1e-12)
     assert r.summary["mean_tpot_s"] == pytest.approx(tpot, rel=1e-12)
     assert r.requests["latency_s"][0] == pytest.approx(steps.sum(), rel=1e-12)
+
+
+@given(st.integers(2, 4000), st.integers(1, 1000), st.integers(1, 1000), st.integers(1, 40))
+def test_with_expert_parallelism_a_step_waits_for_the_attention_of_its_busiest_group(big, a, b, d):
+    """ep device groups run attention data-parallel, each on whole sequences of its own (docs/parallelism.md):
+    the greedy longest-first placement puts a long sequence alone on one group, so the step's attention is
+    that group's. Changing the contexts of the sequences on the other group changes nothing; changing the
+    long one's does."""
+    m = pm.load_model("mixtral-8x7b")
+    lay = pm.Layout(ep=2)
+    big = big + a + b  # the long sequence outweighs the two others together
+    step = lambda S: engine.mixed_step(m, H100, [1] * len(S), S, layout=lay)["latency_s"]  # noqa: E731
+    assert step([big, a, b]) == step([big, b, a]) == step([big, 1, 1])
+    assert step([big, a]) == step([big, b])  # two sequences: one on each group
+    assert step([big + d, a, b]) > step([big, a, b]) and step([big + d, a]) > step([big, a])
+    flops = lambda S: engine.mixed_step(m, H100, [1] * len(S), S, layout=lay)["flops"]  # noqa: E731
+    assert flops([big, a, b]) == flops([big, 1, 1]) < flops([big, big, big])

@@ -25,7 +25,7 @@ import perfmodel as pm
 from perfmodel import api, engine, whatif
 from perfmodel.errors import DataWarning, SpecError
 from perfmodel.formats import get_format, known_formats
-from perfmodel.ops import Layout, Precision, build_ops
+from perfmodel.ops import COMM, Layout, Precision, build_ops
 
 MODEL_NAMES = pm.catalog_names("models")
 HW_NAMES = pm.catalog_names("hardware")
@@ -284,6 +284,10 @@ def test_a_request_takes_its_prefill_plus_each_of_its_decode_steps(name, data):
     assert r["latency_s"][0, 0] == pytest.approx(total, rel=1e-12)
     assert r["throughput_tok_s"][0, 0] == pytest.approx(B * G / total, rel=1e-12)
     assert r["memory_bytes"][0, 0] == max(pre["memory_bytes"][0, 0], steps["memory_bytes"][0, -1])
+    # the request's intensity: the prefill's FLOPs and bytes plus G steps priced as the last one
+    f = pre["flops"][0, 0] + G * steps["flops"][0, -1]
+    b = pre["bytes"][0, 0] + G * steps["bytes"][0, -1]
+    assert r["intensity"][0, 0] == pytest.approx(f / b, rel=1e-12)
 
 
 # ---------------------------------------------------------------- speculative decoding
@@ -363,6 +367,32 @@ def test_a_step_takes_at_least_the_weights_it_must_read_over_the_bandwidth_on_ev
     assert t >= need / hw.memory_bandwidth * (1 - 1e-12), (mode, hw.key, lay)
     if mode == "simple":
         assert t >= stored / hw.memory_bandwidth * (1 - 1e-12)
+
+
+# ---------------------------------------------------------------- communication
+@models
+@settings(max_examples=2, deadline=None)
+@given(data=st.data())
+def test_the_communication_time_is_what_the_collectives_add_to_the_step(name, data):
+    """Collectives are ops of the op list (docs/parallelism.md), so in the roofline mode, where the step is
+    the sum of its op times, comm_time_s is the step less the same op list without its collectives: zero on
+    one device, and the all-reduces of every layer under tp, the all-to-alls of every MoE layer under ep.
+    (Achievable: the step is max(device, host) + overhead, not a sum; simple: no communication term.)"""
+    m = MODELS[name]
+    hw = HARDWARE[data.draw(hardware)]
+    lay = data.draw(layouts(m, pp=False))
+    phase = data.draw(st.sampled_from(["decode", "prefill"]))
+    B, S = float(data.draw(st.integers(1, 256))), float(data.draw(st.integers(1, 8192)))
+    r = evaluate(m, hw, B, S, phase, "roofline", layout=lay)
+    assume(r is not None)
+    ops = build_ops(m, B, 1.0 if phase == "decode" else S, S, phase, layout=lay)
+    rest = engine.roofline([o for o in ops if o.kind != COMM], hw, Precision(), layout=lay)["time"]
+    t, comm = float(r["latency_s"][0, 0]), float(r["comm_time_s"][0, 0])
+    assert comm == pytest.approx(t - float(rest), rel=1e-9, abs=1e-12 * t)
+    if lay.tp == lay.ep == 1:
+        assert comm == 0
+    else:
+        assert comm > 0
 
 
 # ---------------------------------------------------------------- trivial layouts
