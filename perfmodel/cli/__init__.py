@@ -10,6 +10,7 @@ kv-memory), measure (measure, validate), importer (import-config); main.py is th
 from __future__ import annotations
 
 from . import grids, importer, measure, plot, queries, serving, whatifs  # noqa: F401  register the commands
+from . import capacity  # noqa: F401  registers `perfmodel capacity`
 from .common import app
 from .main import main, run
 

@@ -1,0 +1,146 @@
+"""`perfmodel capacity`: goodput under latency SLOs per layout and hardware (perfmodel.serving.capacity).
+
+Importing this module registers the command on perfmodel.cli.app. Bad input is a SpecError: one line,
+exit code 2.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from .common import ADtype, Fmt, Impl, KVDtype, Sets, WDtype, _fmt, _out, _sets, app, mode_note
+from ..report import _human, _is_num, render
+
+HUMAN = [("hardware", "hardware"), ("serving", "serving"), ("layout", "layout"), ("devices", "devices"),
+         ("goodput_rps", "goodput/s"), ("goodput_range", "seeds min-max"), ("output_tok_s", "tokens/s"),
+         ("goodput_per_device", "goodput/s/device"), ("cost_per_million_tokens", "$/M tokens"),
+         ("binding", "binding"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("pareto", "pareto"), ("note", "note")]
+
+
+def layout_text(t: dict, i: int) -> str:
+    """tp=8, tp=2 x4 (replicas), tp=2 ep=4; disaggregated: prefill tp=4 x1 + decode tp=4 x1."""
+    def one(tp, ep, n):
+        s = f"tp={int(tp)}" + (f" ep={int(ep)}" if _is_num(ep) and ep == ep and ep > 1 else "")
+        return s + (f" x{int(n)}" if n > 1 else "")
+
+    if t["serving"][i] == "disaggregated":
+        if not _is_num(t["prefill_tp"][i]) or t["prefill_tp"][i] != t["prefill_tp"][i]:
+            return "-"
+        return (f"prefill tp={int(t['prefill_tp'][i])} x{int(t['prefill_instances'][i])} + decode "
+                f"tp={int(t['decode_tp'][i])} x{int(t['decode_instances'][i])}")
+    return one(t["tp"][i], t["ep"][i], t["replicas"][i])
+
+
+def _cell(col: str, v, t: dict, i: int) -> str:
+    if col == "goodput_range":
+        lo, hi = t["goodput_lo_rps"][i], t["goodput_hi_rps"][i]
+        return "-" if lo != lo else f"{lo:.4g}-{hi:.4g}"
+    if col in ("goodput_rps", "goodput_per_device", "output_tok_s") and _is_num(v) and v == v:
+        return f"{v:.4g}"
+    if col == "cost_per_million_tokens" and _is_num(v) and v == v:
+        return f"{v:.3g}"
+    return _human(col, v)
+
+
+def _render(t: dict, fmt: str, columns: list) -> str:
+    if fmt != "table":
+        return render(t, fmt, columns)
+    cols = [(c, h) for c, h in HUMAN if c in t or c == "goodput_range"]
+    if all(x != x for x in t["cost_per_million_tokens"]):
+        cols = [(c, h) for c, h in cols if c != "cost_per_million_tokens"]
+    if not any(t["note"]):
+        cols = [(c, h) for c, h in cols if c != "note"]
+    n = len(t["hardware"])
+    cells = [[h for _, h in cols]] + [[_cell(c, t.get(c, [None] * n)[i], t, i) for c, _ in cols] for i in range(n)]
+    width = [max(len(r[j]) for r in cells) for j in range(len(cols))]
+    right = [c not in ("hardware", "serving", "layout", "binding", "note", "pareto") for c, _ in cols]
+    lines = []
+    for k, r in enumerate(cells):
+        lines.append("  ".join(x.rjust(w) if a else x.ljust(w) for x, w, a in zip(r, width, right)).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in width))
+    return "\n".join(lines)
+
+
+def footer(summary: dict) -> list[str]:
+    q = f"p{summary['percentile']:g}"
+    seeds = summary["seeds"]
+    budget = summary["token_budget"]
+    lines = [f"goodput: the largest Poisson arrival rate (requests/s, all replicas) at which {q} TTFT <= "
+             f"{_human('x_s', summary['slo_ttft_s'])} and {q} TPOT <= {_human('x_s', summary['slo_tpot_s'])} over "
+             "each trace's requests after its first sixth and before its last (warm-up, cool-down); bisection to "
+             f"{100 * summary['tolerance']:g}%, the median over seeds {','.join(str(s) for s in seeds)} "
+             "(seeds min-max: each seed's own)",
+             f"server: continuous batching, {'chunked prefill of ' + str(budget) + ' tokens per step' if budget else 'whole prompts join'}, "
+             f"at most {summary['slots'] if summary['slots'] is not None else 'unlimited'} sequences, paged KV; "
+             f"prompts {summary['prompt_len']}, outputs {summary['output_len']} (mean {summary['mean_output_tokens']:.0f})",
+             "binding: the SLO broken just above the goodput (memory: TTFT, while the KV cache stops admission); "
+             "TTFT and TPOT: at the goodput; pareto: no other row has more goodput per device and "
+             + ("a lower cost per million output tokens" if summary["pareto_on"] == "cost" else
+                "fewer devices (with --price: a lower cost per million output tokens)")]
+    lines += summary.get("disaggregation", [])
+    if summary.get("pipeline_layouts_left_out"):
+        lines.append(f"{summary['pipeline_layouts_left_out']} pipeline layouts left out: the serving simulator does "
+                     "not model pipeline stages")
+    return ["# " + x for x in lines]
+
+
+@app.command("capacity")
+def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar="<name>",
+                                       help="Model catalog name or YAML path (one)."),
+             hardware: str = typer.Option("h100-sxm", "-H", "--hardware", metavar="<name list>",
+                                          help="Hardware catalog names or YAML paths (comma list: one search each)."),
+             gpus: Optional[str] = typer.Option(None, "--gpus", metavar="<int>",
+                                                help="Devices: search every layout of N (no pipeline stages)."),
+             tp: Optional[int] = typer.Option(None, "--tp", metavar="<int>", help="One layout: tensor-parallel devices per replica."),
+             pp: int = typer.Option(1, "--pp", metavar="<int>", help="Pipeline stages (only 1: the simulator does not model stages)."),
+             ep: int = typer.Option(1, "--ep", metavar="<int>", help="Expert-parallel device groups per replica (MoE)."),
+             replicas: int = typer.Option(1, "--replicas", metavar="<int>", help="Replicas of the layout (random balancing)."),
+             prompt_len: str = typer.Option("lognormal:median=1000,max=8000", "--prompt-len", metavar="<lengths>",
+                                            help="Prompt tokens: N, uniform:LO,HI or lognormal:median=M,max=C[,sigma=S]."),
+             output_len: str = typer.Option("lognormal:median=250,max=2000", "--output-len", metavar="<lengths>",
+                                            help="Output tokens, same forms as --prompt-len."),
+             slo_ttft: str = typer.Option("1s", "--slo-ttft", metavar="<time>", help="Time-to-first-token SLO, e.g. 1s, 500ms."),
+             slo_tpot: str = typer.Option("50ms", "--slo-tpot", metavar="<time>", help="Time-per-output-token SLO, e.g. 50ms."),
+             percentile: str = typer.Option("99", "--percentile", metavar="<number>", help="The percentile both SLOs hold at, in (0, 100]."),
+             mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="Step cost: roofline (the ideal bound) or achievable."),
+             impl: Optional[str] = Impl,
+             disaggregate: bool = typer.Option(False, "--disaggregate", help="Also search prefill/decode pool splits of the devices."),
+             price: Optional[str] = typer.Option(None, "--price", metavar="<USD/h list>",
+                                                 help="USD per device-hour, one per hardware (e.g. 2.49/h,3.5/h): adds $/M output tokens."),
+             slots: str = typer.Option("256", "--slots", metavar="<int|none>", help="Most concurrent sequences per replica (vLLM's max_num_seqs)."),
+             token_budget: str = typer.Option("2048", "--token-budget", metavar="<int|none>",
+                                              help="Tokens per step (chunked prefill; the prefill pool's batch); none: whole prompts."),
+             requests: Optional[str] = typer.Option(None, "--requests", metavar="<int>",
+                                                    help="Requests per simulated trace (default: six times the batch at saturation)."),
+             seeds: str = typer.Option("3", "--seeds", metavar="<int>", help="Seeds: independent searches, median reported."),
+             seed: int = typer.Option(0, "--seed", metavar="<int>", help="First seed."),
+             tolerance: str = typer.Option("0.05", "--tolerance", metavar="<number>", help="Bisection stops at hi / lo <= 1 + this."),
+             block_size: str = typer.Option("16", "--block-size", metavar="<int>", help="Paged KV block, tokens."),
+             cost_quantum: str = typer.Option("16", "--cost-quantum", metavar="<int>",
+                                              help="Decode contexts rounded up to this many tokens in the step cost (1: exact)."),
+             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
+             sets: Optional[List[str]] = Sets, fmt: str = Fmt,
+             max_tokens: Optional[str] = typer.Option(None, "--max-tokens", metavar="<int>",
+                                                      help="Refuse searches estimated to simulate more generated tokens; "
+                                                           "default 15,000,000 (about 10 s here).")):
+    """Goodput under latency SLOs: the largest request rate each layout and device serves within them."""
+    fmt = _fmt(fmt)
+    from ..serving import capacity as cap
+
+    t, summary = cap.capacity(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot,
+                              percentile, mode, impl, disaggregate, price, slots,
+                              None if token_budget.strip().lower() == "none" else token_budget, requests, seeds, seed,
+                              tolerance, block_size, cost_quantum, weights_dtype, kv_dtype, act_dtype, _sets(sets),
+                              max_tokens)
+    import numpy as np
+
+    t["layout"] = np.asarray([layout_text(t, i) for i in range(len(t["hardware"]))], dtype=object)
+    _out(_render(t, fmt, cap.COLUMNS + ["layout"]))
+    if fmt == "table":
+        _out("\n".join(footer(summary)))
+        _out(mode_note(mode, impl, hardware, _sets(sets)))
+
+
+__all__ = ["capacity"]

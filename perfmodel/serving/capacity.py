@@ -1,0 +1,503 @@
+"""Capacity under latency SLOs: the goodput of a layout, the cheapest layout that meets it, and
+disaggregated prefill/decode pools (docs/capacity.md derives and checks every choice made here).
+
+Goodput of one (hardware, layout): the largest Poisson arrival rate at which the chosen percentile of
+TTFT and the chosen percentile of TPOT both meet their SLOs in the serving simulator (continuous
+batching, chunked prefill up to a token budget, paged KV, FIFO; fastsim.py runs it vectorized and
+equals scheduler.simulate request for request).
+- Criterion: over the requests of one trace after a warm-up sixth and before a cool-down sixth (the
+  server fills up over about one request lifetime, and the last requests decode in a draining server),
+  percentile(TTFT) <= slo_ttft and percentile(TPOT) <= slo_tpot (numpy's linear percentile, the
+  simulator's). Under overload TTFT grows with the trace; over a fixed window of a fixed-length trace
+  the criterion is a property of the rate, and the trace is long enough that a queue growing by 1-2%
+  of the rate crosses a 1 s SLO within the window (docs/capacity.md).
+- Trace length: six times the batch an analytic bound expects at saturation (Little's law: about the
+  requests in the system), so the warm-up lasts about one request lifetime; `requests` overrides it.
+- Search: the rate starts at an analytic upper bound (decode at the largest batch that fits the KV
+  memory, the slots and the TPOT SLO, plus each request's prefill at the budget's rate), steps down (or
+  up) by 1.5x until the criterion flips, then bisects geometrically until hi / lo <= 1 + tolerance. Each
+  seed's traffic is drawn by make_traffic at each rate (the same arrivals scaled, the same lengths), so
+  the criterion is nearly monotone in the rate. A simulation stops as soon as its verdict is certain:
+  when every measured request is done, or when enough measured requests already exceed an SLO (a
+  waiting request's TTFT and a running one's TPOT only grow).
+- Seeds: each seed's search is independent; goodput_rps is their median, goodput_lo/hi the min and
+  max. At goodput_rps the median seed's simulation meets both SLOs and at the next rate it tried, at
+  most (1 + tolerance) x higher, it does not.
+- Replicas: R replicas behind a balancer that sends each request to a random replica each see Poisson
+  traffic at rate / R (serve_runs' model), so one replica is searched and the goodput is R x its own.
+- What binds: the SLO the first failing rate breaks (the larger ratio to its SLO when both do);
+  "memory" when TTFT breaks while the KV cache stops admission or preempts (a bigger memory would
+  raise the goodput); "none reached" when no rate down to 1/38 of the bound meets the SLOs (with the
+  term and its value at the lowest rate tried), or when TPOT at batch 1 already exceeds its SLO;
+  "does not fit" when the weights, or one request's cache, do not fit.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ..errors import DataWarning, SpecError
+from ..ops import Layout
+from ..units import parse_quantity
+from . import fastsim
+from .kvmemory import kv_sizes
+from .stepcost import StepCost
+from .traffic import _whole, make_traffic, parse_lengths
+
+DEFAULT_PROMPT = "lognormal:median=1000,max=8000"  # chat-like (docs/capacity.md says why)
+DEFAULT_OUTPUT = "lognormal:median=250,max=2000"
+SLOTS = 256  # vLLM's max_num_seqs (the API server's default on GPUs below 70 GiB; 1024 above in v0.9+)
+BUDGET = 2048  # vLLM's max_num_batched_tokens for chunked prefill (API server below 70 GiB; 8192 above)
+WARM = 1 / 6  # the share of a trace's first requests left out of the percentiles (warm-up), and of its last
+GROW = 1.5  # the bracket's step
+FIRST_STEPS = [1.15, 1.3]  # its first steps from the analytic bound, which is usually within 30% of the answer
+STEPS_DOWN = 10  # 1.15 x 1.3 x 1.5^8 = 38: below bound / 38 a rate that still fails is reported as none reached
+STEPS_UP = 5  # 1.15 x 1.3 x 1.5^3 = 5: above bound x 5 the search stops (hit_bound)
+MAX_TOKENS = 15_000_000  # generated tokens the searches may simulate (an up-front estimate): ~10 s here
+
+
+# ---------------------------------------------------------------- inputs
+def parse_time(text, opt: str) -> float:
+    """A positive time: '1s', '50ms', '250 us' or a number of seconds."""
+    try:
+        return parse_quantity(text, "s")
+    except ValueError:
+        raise SpecError(opt, None, f"expected a positive time such as 1s, 500ms or 0.05 (seconds), got {text!r}") from None
+
+
+def parse_percentile(q) -> float:
+    try:
+        x = float(q)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if isinstance(q, bool) or not (math.isfinite(x) and 0 < x <= 100):
+        raise SpecError("--percentile", None, f"must be a number in (0, 100], got {q!r}")
+    return x
+
+
+def _fraction(v, opt: str) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if isinstance(v, bool) or not (math.isfinite(x) and 0 < x < 1):
+        raise SpecError(opt, None, f"must be a number in (0, 1), got {v!r}")
+    return x
+
+
+# ---------------------------------------------------------------- one instance of a layout
+class Instance:
+    """One replica of a layout on one device type: its KV memory, its step cost and its traffic."""
+
+    def __init__(self, model, hw, prec, lay: Layout, mode, impl, quantum, budget, slots, block):
+        self.model, self.hw, self.prec, self.lay = model, hw, prec, lay
+        self.sizes = kv_sizes(model, hw, prec, lay)  # SpecError when the weights leave no memory
+        self.cost = fastsim.FastCost(StepCost(model, hw, prec, quantum, lay, mode, impl), budget)
+        self.budget, self.slots, self.block = budget, slots, block
+
+    def step(self, T, S) -> float:
+        return self.cost(np.asarray(T, dtype=np.int64), np.asarray(S, dtype=np.int64))
+
+
+class Workload:
+    """The traffic of a search: length distributions, SLOs, percentile, trace length and seeds."""
+
+    def __init__(self, prompt_len, output_len, slo_ttft, slo_tpot, percentile, seeds, seed, requests, tolerance):
+        self.prompt_len, self.output_len = str(prompt_len), str(output_len)
+        self.P = parse_lengths(prompt_len, "--prompt-len")
+        self.O = parse_lengths(output_len, "--output-len")
+        self.slo_ttft = parse_time(slo_ttft, "--slo-ttft")
+        self.slo_tpot = parse_time(slo_tpot, "--slo-tpot")
+        self.q = parse_percentile(percentile)
+        self.seeds = [int(seed) + i for i in range(_whole(seeds, "--seeds"))]
+        self.requests = None if requests is None else _whole(requests, "--requests", 12)
+        self.tol = _fraction(tolerance, "--tolerance")
+        rng = np.random.default_rng(2024)  # the distributions' means and quantiles, for the bounds only
+        p, o = self.P.draw(rng, 20000), self.O.draw(rng, 20000)
+        self.mean_prompt, self.mean_output = float(p.mean()), float(o.mean())
+        self.prompt_q = float(np.percentile(p, self.q))
+        self.max_prompt, self.max_output = self.P.max, self.O.max
+
+    def trace(self, n: int, rate: float, seed: int):
+        tr = make_traffic(n, rate, None, self.prompt_len, self.output_len, 1, 0, seed)
+        return tr.arrival, tr.prompt.astype(np.int64), tr.outputs[:, 0].astype(np.int64)
+
+    def window(self, n: int) -> slice:
+        w = int(n * WARM)
+        return slice(w, n - w)
+
+    def stop_rule(self, n: int) -> dict:
+        return {"window": self.window(n), "ttft": self.slo_ttft, "tpot": self.slo_tpot, "q": self.q}
+
+
+def _pct(x, q) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else float("nan")
+
+
+def _verdict(ttft, tpot, wl: Workload, stopped: str | None = None) -> dict:
+    """Pass/fail of the measured requests' TTFT and TPOT (arrays over the window; nan: not produced)."""
+    pt, pd = _pct(ttft, wl.q), _pct(tpot, wl.q)
+    if stopped:  # certain failure found before the end: the values are lower bounds
+        return {"ok": False, "ttft": pt, "tpot": pd, "fail": stopped, "exact": False}
+    bad_t = not (pt <= wl.slo_ttft) if np.isfinite(pt) else False
+    bad_d = not (pd <= wl.slo_tpot) if np.isfinite(pd) else False
+    fail = None
+    if bad_t or bad_d:
+        fail = "ttft" if (bad_t and (not bad_d or pt / wl.slo_ttft >= pd / wl.slo_tpot)) else "tpot"
+    return {"ok": not (bad_t or bad_d), "ttft": pt, "tpot": pd, "fail": fail, "exact": True}
+
+
+# ---------------------------------------------------------------- colocated: one replica at a rate
+def simulate_rate(inst: Instance, wl: Workload, n: int, rate: float, seed: int, stop=True) -> dict:
+    """One replica's trace of n requests at `rate` per second through the simulator; the verdict."""
+    arr, P, O = wl.trace(n, rate, seed)
+    r = fastsim.run(arr, P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block,
+                    stop=wl.stop_rule(n) if stop else None)
+    w = wl.window(n)
+    ttft = r["first"][w] - arr[w]
+    ttft = np.where(r["first"][w] >= 0, ttft, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where((O[w] > 1) & (r["done"][w] >= 0), (r["last"][w] - r["first"][w]) / (O[w] - 1), np.nan)
+    v = _verdict(ttft, tpot, wl, r.get("stopped"))
+    if v["fail"] == "ttft" and (r["memory_stalls"] or r["preempted"]):
+        v["fail"] = "memory"
+    v.update(rate=rate, seed=seed, memory_stalls=r["memory_stalls"], preempted=r["preempted"],
+             peak_running=r["peak_running"], steps=r["steps"], generated=r["generated"],
+             mean_output=float(O.mean()))
+    return v
+
+
+# ---------------------------------------------------------------- the search
+def bisect(evaluate, start: float, tol: float, factors=None):
+    """Largest rate with evaluate(rate)["ok"], from `start`: a geometric bracket (step i by factors[i],
+    default GROW; at most STEPS_DOWN steps down and STEPS_UP up), then geometric bisection to
+    hi / lo <= 1 + tol. Returns (lo, lo's verdict, hi's verdict, every verdict, hit_bound); lo is None when
+    no rate down to the last step passes (hi's verdict: the lowest rate tried)."""
+    seen = []
+
+    def ev(r):
+        v = evaluate(r)
+        seen.append(v)
+        return v
+
+    def steps(k):
+        f = list(factors or [])
+        return (f + [GROW] * k)[:max(k, len(f))]
+
+    v = ev(start)
+    lo = hi = None
+    if v["ok"]:
+        lo, vlo = start, v
+        for g in steps(STEPS_UP):
+            r = lo * g
+            v = ev(r)
+            if not v["ok"]:
+                hi, vhi = r, v
+                break
+            lo, vlo = r, v
+        else:
+            return lo, vlo, None, seen, True
+    else:
+        hi, vhi = start, v
+        for g in steps(STEPS_DOWN):
+            r = hi / g
+            v = ev(r)
+            if v["ok"]:
+                lo, vlo = r, v
+                break
+            hi, vhi = r, v
+        else:
+            return None, None, vhi, seen, False
+    while hi / lo > 1 + tol:
+        r = math.sqrt(lo * hi)
+        v = ev(r)
+        if v["ok"]:
+            lo, vlo = r, v
+        else:
+            hi, vhi = r, v
+    return lo, vlo, vhi, seen, False
+
+
+def search_seeds(evaluate, start: float, wl: Workload) -> dict:
+    """One search per seed: the first from the analytic start, the others from the first's answer with
+    steps of 2 x tolerance at first. The median seed's answer with its verdicts, and the min and max."""
+    runs = []
+    for s in wl.seeds:
+        first = not runs
+        st = start if first else runs[0]["lo"]
+        lo, vlo, vhi, seen, hit = bisect(lambda r, s=s: evaluate(r, s), st, wl.tol,
+                                         FIRST_STEPS if first else [1 + 2 * wl.tol] * 3)
+        runs.append({"seed": s, "lo": lo, "vlo": vlo, "vhi": vhi, "seen": seen, "hit": hit})
+        if lo is None:
+            break  # nothing meets the SLOs for the first seed: the others would search the same floor
+    found = [r for r in runs if r["lo"] is not None]
+    if not found:
+        return {"goodput": None, "runs": runs, "median": runs[0]}
+    found.sort(key=lambda r: r["lo"])
+    med = found[(len(found) - 1) // 2]  # the lower median: a seed's own answer, not an average
+    return {"goodput": med["lo"], "lo": found[0]["lo"], "hi": found[-1]["lo"], "runs": runs, "median": med,
+            "hit": any(r["hit"] for r in found)}
+
+
+# ---------------------------------------------------------------- analytic bounds
+def analytic(inst: Instance, wl: Workload) -> dict:
+    """Upper bound on one replica's rate and the batch it implies (module docstring), from the step cost:
+    decode at the largest batch the KV memory, the slots and the TPOT SLO allow, and each request's
+    prefill at the token budget's per-token rate."""
+    ctx = wl.mean_prompt + wl.mean_output / 2  # a running request's mean context
+    cap_tokens = inst.sizes.capacity / inst.sizes.per_token if inst.sizes.per_token > 0 else math.inf
+    b_mem = max(1, int(cap_tokens // max(ctx, 1.0)))
+    b_max = int(min(inst.slots or 4096, b_mem, 4096))
+    c = int(round(ctx))
+    one = inst.step([1], [c])
+    if one > wl.slo_tpot:
+        return {"rate": None, "batch": 1, "tpot1": one}
+    lo, hi = 1, b_max  # largest batch whose decode step meets the TPOT SLO (steps grow with the batch)
+    if inst.step(np.ones(hi), np.full(hi, c)) <= wl.slo_tpot:
+        lo = hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if inst.step(np.ones(mid), np.full(mid, c)) <= wl.slo_tpot:
+            lo = mid
+        else:
+            hi = mid
+    B = lo
+    t_dec = inst.step(np.ones(B), np.full(B, c))
+    chunk = int(min(inst.budget or wl.mean_prompt, max(wl.mean_prompt, 2)))
+    t_pre = inst.step([chunk], [chunk]) / chunk
+    rate = 1.0 / (wl.mean_output * t_dec / B + wl.mean_prompt * t_pre)
+    ttft_alone = t_pre * wl.prompt_q  # the percentile prompt alone, at the budget's per-token rate
+    return {"rate": rate, "batch": B, "tpot1": one, "ttft_alone": ttft_alone, "b_mem": b_mem}
+
+
+def trace_length(wl: Workload, batch: int) -> int:
+    return wl.requests or int(min(3000, max(300, 6 * batch)))
+
+
+# ---------------------------------------------------------------- table
+COLUMNS = ["model", "hardware", "mode", "serving", "tp", "pp", "ep", "replicas", "devices", "prefill_tp",
+           "prefill_instances", "decode_tp", "decode_instances", "goodput_rps", "goodput_lo_rps", "goodput_hi_rps",
+           "output_tok_s", "goodput_per_device", "cost_per_million_tokens", "binding", "binding_value_s",
+           "ttft_s", "tpot_s", "search", "hit_bound", "requests", "seeds", "kv_transfer_s", "note", "pareto"]
+
+
+def _row(model, hw, mode, lay: Layout, devices: int, **kw) -> dict:
+    r = {"model": model.name, "hardware": hw.key or hw.name, "mode": mode, "serving": "colocated",
+         "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "replicas": lay.replicas, "devices": devices,
+         "prefill_tp": math.nan, "prefill_instances": math.nan, "decode_tp": math.nan, "decode_instances": math.nan,
+         "goodput_rps": math.nan, "goodput_lo_rps": math.nan, "goodput_hi_rps": math.nan, "output_tok_s": math.nan,
+         "goodput_per_device": math.nan, "cost_per_million_tokens": math.nan, "binding": "", "binding_value_s": math.nan,
+         "ttft_s": math.nan, "tpot_s": math.nan, "search": "", "hit_bound": False, "requests": math.nan,
+         "seeds": math.nan, "kv_transfer_s": math.nan, "note": "", "pareto": False}
+    r.update(kw)
+    return r
+
+
+def pareto_flags(per_device, second, ok, lower_second=True) -> np.ndarray:
+    """Rows not dominated among `ok`: no other row has at least the goodput per device and at most (or,
+    lower_second=False, at least) the second key, strictly better in one."""
+    g = np.asarray(per_device, float)
+    c = np.asarray(second, float) * (1 if lower_second else -1)
+    out = np.zeros(g.size, dtype=bool)
+    idx = np.flatnonzero(ok)
+    for i in idx:
+        better = (g[idx] >= g[i]) & (c[idx] <= c[i]) & ((g[idx] > g[i]) | (c[idx] < c[i]))
+        out[i] = not better.any()
+    return out
+
+
+def prepare(model, hw, prec, lay: Layout, mode, impl, wl: Workload, knobs: dict, cache: dict):
+    """Before any simulation: the row that says why a layout has no goodput (does not fit; an SLO broken at
+    batch 1 or by the longest prompts alone), or (instance, analytic bounds, trace length)."""
+    one = Layout(lay.tp, 1, lay.ep, 1)
+    base = dict(seeds=len(wl.seeds))
+    try:
+        key = (hw.key or hw.name, one)
+        inst = cache.get(key)
+        if inst is None:
+            inst = cache[key] = Instance(model, hw, prec, one, mode, impl, knobs["quantum"], knobs["budget"],
+                                         knobs["slots"], knobs["block"])
+    except SpecError as e:
+        return _row(model, hw, mode, lay, lay.devices, binding="does not fit", note=e.problem, search="none", **base)
+    if not fastsim.fits_alone(inst.sizes, inst.block, wl.max_prompt, wl.max_output):
+        return _row(model, hw, mode, lay, lay.devices, binding="does not fit", search="none", **base,
+                    note=f"the longest request ({wl.max_prompt} + {wl.max_output} tokens) has a KV cache larger than "
+                         f"the {inst.sizes.capacity:.4g} B left after the weights")
+    a = analytic(inst, wl)
+    if a["rate"] is None:
+        return _row(model, hw, mode, lay, lay.devices, binding="none reached", binding_value_s=a["tpot1"],
+                    search="analytic", tpot_s=a["tpot1"], **base,
+                    note=f"TPOT at batch 1 already exceeds the SLO: one decode step takes {a['tpot1'] * 1e3:.3g} ms")
+    if a["ttft_alone"] > wl.slo_ttft:
+        return _row(model, hw, mode, lay, lay.devices, binding="none reached", binding_value_s=a["ttft_alone"],
+                    search="analytic", ttft_s=a["ttft_alone"], **base,
+                    note=f"TTFT of the p{wl.q:g} prompt alone already exceeds the SLO: its prefill takes "
+                         f"{a['ttft_alone']:.3g} s")
+    return inst, a, trace_length(wl, a["batch"])
+
+
+def colocated(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, keep: bool = False) -> dict:
+    """One (hardware, layout) row: its goodput search (prepare's instance, bounds and trace length)."""
+    from ..api import economics
+
+    inst, a, n = prepared
+    R = lay.replicas
+    base = dict(seeds=len(wl.seeds), requests=n * R)
+    res = search_seeds(lambda r, s: simulate_rate(inst, wl, n, r, s), a["rate"], wl)
+    if res["goodput"] is None:
+        v = res["median"]["vhi"]
+        term = v["fail"] or "ttft"
+        val = v["tpot"] if term == "tpot" else v["ttft"]
+        row = _row(model, hw, mode, lay, lay.devices, binding="none reached", binding_value_s=val, search="bisection",
+                   ttft_s=v["ttft"], tpot_s=v["tpot"], **base,
+                   note=f"no rate down to {v['rate'] * R:.3g}/s meets the SLOs: {term} is "
+                        f"{val:.3g} s there (p{wl.q:g})")
+    else:
+        med = res["median"]
+        g = res["goodput"] * R
+        v, vh = med["vlo"], med["vhi"]
+        out_tok = g * v["mean_output"]
+        binding = "search bound" if vh is None else vh["fail"]
+        bval = math.nan if vh is None else (vh["tpot"] if vh["fail"] == "tpot" else vh["ttft"])
+        row = _row(model, hw, mode, lay, lay.devices, goodput_rps=g, goodput_lo_rps=res["lo"] * R,
+                   goodput_hi_rps=res["hi"] * R, output_tok_s=out_tok, goodput_per_device=g / lay.devices,
+                   binding=binding, binding_value_s=bval, ttft_s=v["ttft"], tpot_s=v["tpot"], search="bisection",
+                   hit_bound=res["hit"], **base)
+        if price is not None or hw.price_per_hour:
+            row["cost_per_million_tokens"] = economics({"throughput_tok_s": out_tok}, hw, lay.devices,
+                                                       price)["cost_per_million_tokens"]
+    if keep:
+        row["_search"] = res
+        row["_instance"] = inst
+        row["_n"] = n
+    return row
+
+
+def _price_for(price, hws: list) -> list:
+    if price is None:
+        return [None] * len(hws)
+    parts = [p.strip() for p in str(price).split(",") if p.strip()] if isinstance(price, str) else list(np.atleast_1d(price))
+    if len(parts) == 1:
+        parts = parts * len(hws)
+    if len(parts) != len(hws):
+        raise SpecError("--price", None, f"give one price per hardware ({len(hws)}), got {len(parts)}")
+    from ..api import _quantity
+
+    for p in parts:
+        _quantity(p, "--price", "USD/h")  # a bad price is one line before any work
+    return parts
+
+
+def layouts_for(model, hw, gpus, tp, pp, ep, replicas) -> tuple[list, int]:
+    """The layouts to search: every pp = 1 layout of `gpus` devices, or the one given. Returns
+    (layouts, pipeline layouts left out)."""
+    from ..api import layout as _layout
+    from ..ops import check_layout
+    from ..parallel import layouts
+
+    if gpus is not None:
+        n = _whole(gpus, "--gpus")
+        if n > 4096:
+            raise SpecError("--gpus", None, f"{n:,} is over the 4,096 devices a capacity search enumerates")
+        lays = layouts(model, n)
+        keep = [l for l in lays if l.pp == 1]
+        if not keep:
+            raise SpecError("--gpus", None, f"no layout of {n} devices without pipeline stages suits {model.name}")
+        return keep, len(lays) - len(keep)
+    lay = _layout(1 if tp is None else tp, pp, ep, replicas)
+    if lay.pp > 1:
+        raise SpecError("--pp", None, "the serving simulator models tp, ep and replicas, not pipeline stages")
+    check_layout(model, lay)
+    return [lay], 0
+
+
+def search_tokens(wl: Workload, n_req: int) -> float:
+    """Estimated generated tokens of one search: 4 simulations for the first seed and 3 for each other, each
+    of n_req requests run to the end of its measured window (5/6 of the trace)."""
+    return (4 + 3 * (len(wl.seeds) - 1)) * n_req * wl.mean_output * (1 - WARM)
+
+
+def _work(est: float, max_tokens) -> None:
+    """Refuse up front searches estimated to generate more than max_tokens tokens in all."""
+    limit = _whole(MAX_TOKENS if max_tokens is None else max_tokens, "--max-tokens")
+    if est > limit:
+        raise SpecError("--max-tokens", None, f"the searches would simulate about {est:,.0f} generated tokens, over "
+                        f"the limit of {limit:,} (about 10 s here; pass --max-tokens N, or max_tokens=N, to go past it, "
+                        "or use fewer --seeds, --requests, layouts or hardware)")
+
+
+def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=1, ep=1, replicas=1,
+             prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, slo_ttft="1s", slo_tpot="50ms", percentile=99,
+             mode="roofline", impl=None, disaggregate=False, price=None, slots=SLOTS, token_budget=BUDGET,
+             requests=None, seeds=3, seed=0, tolerance=0.05, block_size=16, cost_quantum=16, weights_dtype="bf16",
+             kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, keep=False) -> tuple[dict, dict]:
+    """Goodput rows per (hardware, layout[, prefill/decode split]) and a summary; see the module docstring.
+
+    Returns (table: dict of columns in COLUMNS, summary: dict). keep=True adds each row's search (for
+    plots) under summary["searches"]."""
+    from .. import api
+    from .api import _slots
+    from . import disagg
+
+    impl = api.check_mode(mode, impl, ("roofline", "achievable"), sets)
+    prec = api._prec(weights_dtype, kv_dtype, act_dtype)
+    wl = Workload(prompt_len, output_len, slo_ttft, slo_tpot, percentile, seeds, seed, requests, tolerance)
+    knobs = {"slots": _slots(slots), "budget": None if token_budget is None or str(token_budget).lower() == "none"
+             else _whole(token_budget, "--token-budget"), "block": _whole(block_size, "--block-size"),
+             "quantum": _whole(cost_quantum, "--cost-quantum")}
+    if gpus is not None and tp is not None:
+        raise SpecError("--gpus", None, "give --gpus N (every layout) or --tp/--ep/--replicas (one), not both")
+    ms, hws = api.specs(model, hardware, sets)
+    if len(ms) != 1:
+        raise SpecError("-m", None, f"capacity takes one model, got {len(ms)}")
+    m = ms[0]
+    prices = _price_for(price, hws)
+    if wl.max_prompt + wl.max_output > m.max_context:
+        raise SpecError("--prompt-len/--output-len", None, f"the longest request, {wl.max_prompt} + {wl.max_output} "
+                                                           f"tokens, exceeds {m.name}'s max_context ({m.max_context})")
+    plan = []
+    skipped_pp = 0
+    for hw, pr in zip(hws, prices):
+        lays, sk = layouts_for(m, hw, gpus, tp, pp, ep, replicas)
+        skipped_pp = max(skipped_pp, sk)
+        plan.append((hw, pr, lays))
+    rows, cache, searches, todo = [], {}, [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)  # said once, in the summary
+        for hw, pr, lays in plan:
+            for lay in lays:
+                p = prepare(m, hw, prec, lay, mode, impl, wl, knobs, cache)
+                todo.append((hw, pr, lay, p))
+        est = sum(search_tokens(wl, p[2]) for _, _, _, p in todo if isinstance(p, tuple))
+        if disaggregate:  # a decode-pool search per pool layout and up to disagg.VERIFY coupled ones, per device type
+            biggest = max([p[2] for _, _, _, p in todo if isinstance(p, tuple)] or [wl.requests or 1000])
+            est += len(plan) * (len({(l.tp, l.ep) for _, _, lays in plan for l in lays}) + disagg.VERIFY) * \
+                search_tokens(wl, biggest)
+        _work(est, max_tokens)
+        for hw, pr, lay, p in todo:
+            rows.append(colocated(m, hw, prec, lay, mode, wl, pr, p, keep) if isinstance(p, tuple) else p)
+        if disaggregate:
+            for hw, pr, lays in plan:
+                rows += disagg.rows(m, hw, prec, lays[0].devices, mode, impl, wl, knobs, pr, cache, keep)
+    for r in rows:
+        if "_search" in r:
+            searches.append({k: r.pop(k) for k in ("_search", "_instance", "_n")} | {"row": dict(r)})
+    t = {c: [r[c] for r in rows] for c in COLUMNS}
+    has_price = any(np.isfinite(x) for x in t["cost_per_million_tokens"])
+    ok = np.isfinite(np.asarray(t["goodput_rps"], float))
+    second = t["cost_per_million_tokens"] if has_price else t["devices"]
+    t["pareto"] = list(pareto_flags(t["goodput_per_device"], second, ok))
+    table = {c: np.asarray(v, dtype=object if c in ("model", "hardware", "mode", "serving", "binding", "search", "note")
+                           else (bool if c in ("pareto", "hit_bound") else np.float64)) for c, v in t.items()}
+    summary = {"model": m.name, "percentile": wl.q, "slo_ttft_s": wl.slo_ttft, "slo_tpot_s": wl.slo_tpot,
+               "mode": mode, "impl": impl, "slots": knobs["slots"], "token_budget": knobs["budget"],
+               "seeds": wl.seeds, "tolerance": wl.tol, "warm": WARM, "pipeline_layouts_left_out": skipped_pp,
+               "pareto_on": "cost" if has_price else "devices", "mean_output_tokens": wl.mean_output,
+               "prompt_len": wl.prompt_len, "output_len": wl.output_len}
+    summary.update(disagg.compare(table))
+    if keep:
+        summary["searches"] = searches
+    return table, summary

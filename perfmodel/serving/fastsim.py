@@ -1,0 +1,494 @@
+"""A vectorized twin of the continuous-batching simulator, for searches that run it many times (capacity).
+
+scheduler._Sim walks every running sequence in Python at every iteration (admission, KV updates, the
+batch, the tokens produced), and StepCost keys its cache on the whole batch composition, which is new at
+almost every iteration of a large batch: a 256-sequence iteration costs about 0.6 ms of Python. A
+goodput search simulates a few dozen traces of thousands of requests, so this module keeps the same
+scheduler in numpy arrays (one row per request) and prices the iteration without a per-composition cache.
+
+What it simulates is exactly scheduler._Sim.continuous for one sample per request, no shared system
+prompt and the paged KV manager (kvmemory.Paged), with either prefill mode:
+- the same iteration-level decisions, in the same order: arrivals join a FIFO queue; every running
+  request gets the block its next token needs, oldest first, and a shortage preempts the newest (its
+  cache dropped, recomputed on readmission); waiting requests join while a slot is free and the blocks
+  of their held tokens fit; the batch is every decode plus prompt chunks up to the token budget
+  (chunked) or prefill-only iterations of whole prompts up to the budget (separate);
+- optionally, requests that arrive with their prompt's KV cache already computed and their first token
+  produced elsewhere (`prefilled=True`): the decode pool of a disaggregated server.
+With `exact_cost` (StepCost itself) it gives the per-request times of scheduler.simulate bit for bit
+(tests/test_capacity.py checks it on traces with preemptions, both prefill modes and token budgets).
+
+FastCost prices an iteration from the same op list as engine.mixed_step, with the same decode-context
+rounding as StepCost (a decode row's context rounded up to a multiple of the cost quantum):
+- the ops with weights depend on (rows n, tokens M, phase): they are built and priced for a whole vector
+  of n (decode) or of M for one n (prefill) in one vectorized build_ops call and kept;
+- a decode row's attention terms depend on its rounded context only: one table row per context, built
+  vectorized, gathered and summed per iteration;
+- a prompt chunk's attention terms (T new tokens at context S) are polynomials in T and S of degree two
+  for full attention (causal pairs T(2S - T + 1)/2, keys S, activations T); their coefficients are read
+  from the op list at probe points and checked at others, and a model whose terms are not (sliding
+  windows, chunked attention) keeps MixedStep's exact per-row terms.
+The attention terms are summed over the rows as mixed_step sums them (FLOPs and bytes added, weights
+read once, one kernel's key length F / sum(f_i / k_i)) and priced by the same TimeModel. The result
+equals StepCost's up to the order of floating-point additions (a test bounds the difference at 1e-9
+relative over random compositions of every kind). Where an exact replay is not guaranteed (MixedStep's
+`exact` cases: calibrated BLAS passes, pipelines), with expert parallelism (the busiest group's rows)
+or when the ops with weights depend on the context (MLA's prefill up-projection), FastCost calls
+StepCost itself: slower, never different.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from collections import deque
+
+import numpy as np
+
+from .. import engine
+from ..ops import build_ops
+from .kvmemory import KVSizes
+from .stepcost import FIELDS, StepCost, _Zeros
+
+_KEYS = len(FIELDS)  # column of the key length within one op's block of columns
+
+
+class FastCost:
+    """Iteration time for rows (T_i, S_i) as numpy arrays; the same op list and pricing as StepCost."""
+
+    def __init__(self, cost: StepCost, budget=None):
+        self.base = cost
+        self.q = cost.q
+        st = cost.step
+        self.model, self.hw, self.prec, self.lay, self.tm = st.model, st.hw, st.prec, st.lay, st.tm
+        self.attention = st.attention
+        self.mode = cost.mode
+        self.calls = 0
+        self.fast = not (st.exact or self.lay.ep > 1 or st._depends("decode") or st._depends("prefill"))
+        self.mcap = int(budget) if budget else 4096  # prefill steps carry at most the budget (whole prompts: grown)
+        self._dec_prefix = None  # (device, host, step) arrays over n = 0 .. len - 1
+        self._pre_prefix: dict = {}  # n -> (device, host, step) arrays over M = 0 .. len - 1
+        self._dec = None  # decode attention: (templates, table rows over the rounded context / q)
+        self._poly = None  # prefill attention: (templates, coefficients) or False (exact rows)
+
+    # -- the ops with weights, priced for a vector of sizes ------------------------------------
+    def _prefix(self, n, M, phase):
+        n = np.asarray(n, dtype=np.float64)
+        M = np.asarray(M, dtype=np.float64)
+        ops = [op for op in build_ops(self.model, n, M / n, 1.0, phase, self.prec, self.attention, layout=self.lay)
+               if not engine._is_attention(op)]
+        fold = engine.Fold(_Zeros())
+        fold.add(ops, self.tm.price(ops, self.hw, self.prec, self.lay))
+        shape = np.broadcast(n, M).shape
+        dev = np.zeros(shape) + fold.sums[0].total()
+        return dev, np.zeros(shape) + fold.host, np.zeros(shape) + fold.step
+
+    def _decode_prefix(self, n: int):
+        if self._dec_prefix is None or n >= len(self._dec_prefix[0]):
+            size = max(2 * n, 512)
+            k = np.arange(size, dtype=np.float64)
+            k[0] = 1.0  # n = 0 never occurs
+            self._dec_prefix = self._prefix(k, k, "decode")
+        d, h, s = self._dec_prefix
+        return d[n], h[n], s[n]
+
+    def _prefill_prefix(self, n: int, M: int):
+        v = self._pre_prefix.get(n)
+        if v is None or M >= len(v[0]):
+            size = max(self.mcap + 1, 2 * M if v is not None else M + 1)
+            Ms = np.arange(size, dtype=np.float64)
+            Ms[: n + 1] = n + 1.0  # M > n in a prefill step (placeholders below it)
+            v = self._pre_prefix[n] = self._prefix(float(n), Ms, "prefill")
+        d, h, s = v
+        return d[M], h[M], s[M]
+
+    # -- attention terms ------------------------------------------------------------------------
+    def _attn_ops(self, T, S, phase):
+        return [op for op in build_ops(self.model, 1.0, T, S, phase, self.prec, self.attention, layout=self.lay)
+                if engine._is_attention(op)]
+
+    @staticmethod
+    def _columns(ops, zero):
+        cols = []
+        for op in ops:
+            cols += [getattr(op, f) + zero for f in FIELDS]
+            cols.append(zero + np.nan if op.keys is None else op.keys + zero)
+        return np.stack(cols, axis=1)
+
+    def _decode_table(self, kmax: int):
+        """Decode rows' attention terms by rounded context / q: per op FIELDS, key length and f / k (so that
+        one reduction gives every sum), and whether each op's weights column is one constant."""
+        if self._dec is None or kmax >= len(self._dec[1]):
+            size = max(2 * kmax, 1024)
+            S = np.arange(size, dtype=np.float64) * self.q
+            S[0] = float(self.q)  # context 0 never occurs for a decode row
+            ops = self._attn_ops(np.ones(size), S, "decode")
+            V = self._columns(ops, 0 * S)
+            w = _KEYS + 1
+            with np.errstate(invalid="ignore", divide="ignore"):
+                fk = V[:, 0::w] / V[:, _KEYS::w]
+            table = np.concatenate([V, fk], axis=1)
+            wcol = V[:, 1::w]
+            const = [bool(np.all(wcol[:, i] == wcol[0, i])) for i in range(len(ops))]
+            self._dec = ([copy.copy(op) for op in ops], table, const, [float(x) for x in wcol[0]])
+        return self._dec
+
+    def _fill_decode(self, k) -> list:
+        ops, table, const, w0 = self._dec
+        V = table[k]
+        sums = np.add.reduce(V, axis=0).tolist()
+        w = _KEYS + 1
+        nops = len(ops)
+        for i in range(nops):
+            op, b = ops[i], i * w
+            sf = sums[b]
+            if op.keys is not None:
+                op.keys = sf / sums[nops * w + i] if sf > 0 else float(np.maximum.reduce(V[:, b + _KEYS]))
+            op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
+                sf, sums[b + 2], sums[b + 3], sums[b + 4], sums[b + 5])
+            op.w_read = w0[i] if const[i] else float(np.maximum.reduce(V[:, b + 1]))
+        return ops
+
+    def _prefill_poly(self, smax: float):
+        """Coefficients of every prefill attention term on (1, T, S, TS, T^2), checked at other points; False
+        when the terms are not such polynomials up to smax (windows, chunks): then exact rows are used."""
+        if self._poly is not None and (self._poly is False or smax <= self._poly[2]):
+            return self._poly
+        top = max(2.0 * smax, 16384.0, float(self.mcap))
+        rng = np.random.default_rng(12345)
+        S = np.concatenate([[2.0, 3.0, 7.0, 64.0, 1000.0, top], np.round(rng.uniform(2.0, top, 26))])
+        T = np.concatenate([[2.0, 3.0, 2.0, 64.0, 999.0, 2.0],
+                            np.round(2.0 + rng.uniform(0.0, 1.0, 26) * (np.minimum(S[6:], top) - 2.0))])
+        ops = self._attn_ops(T, S, "prefill")
+        V = self._columns(ops, 0 * S)
+        X = np.stack([np.ones_like(T), T, S, T * S, T * T], axis=1)
+        fit, check = slice(0, 16), slice(16, None)
+        ok = np.all(np.isfinite(V) | np.isnan(V))
+        coef = np.zeros((X.shape[1], V.shape[1]))
+        for j in range(V.shape[1]):
+            v = V[:, j]
+            if np.all(np.isnan(v)):
+                coef[:, j] = np.nan
+                continue
+            c, *_ = np.linalg.lstsq(X[fit], v[fit], rcond=None)
+            pred = X[check] @ c
+            scale = max(float(np.max(np.abs(v))), 1e-300)
+            if not np.all(np.abs(pred - v[check]) <= 1e-9 * scale):
+                ok = False
+                break
+            coef[:, j] = c
+        self._poly = ([copy.copy(op) for op in ops], coef, top) if ok else False
+        return self._poly
+
+    @staticmethod
+    def _fill(ops, V) -> None:
+        """Refill template ops with the rows' terms summed as mixed_step sums them (V: rows x columns, one
+        block of FIELDS + key length per op): FLOPs and bytes added, weights (sink logits) read once per
+        kernel, the kernel's key length F / sum(f_i / k_i) (which keeps sum(f_i / e(k_i)))."""
+        w = _KEYS + 1
+        m = len(ops)
+        sums = np.add.reduce(V, axis=0).tolist()
+        wmax = np.maximum.reduce(V[:, 1::w], axis=0).tolist()
+        kcol = V[:, _KEYS::w]
+        fk = np.add.reduce(V[:, 0::w] / kcol, axis=0).tolist()
+        kmax = np.maximum.reduce(kcol, axis=0).tolist()
+        for i in range(m):
+            op, b = ops[i], i * w
+            if op.keys is not None:
+                sf = sums[b]
+                op.keys = sf / fk[i] if sf > 0 else kmax[i]
+            op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
+                sums[b], sums[b + 2], sums[b + 3], sums[b + 4], sums[b + 5])
+            op.w_read = wmax[i]
+
+    # -- one iteration ------------------------------------------------------------------------------
+    def __call__(self, T: np.ndarray, S: np.ndarray) -> float:
+        self.calls += 1
+        if not self.fast:
+            return self.base(list(zip(T.tolist(), S.tolist())))
+        n = int(T.size)
+        dec = T == 1
+        nd = int(np.count_nonzero(dec))
+        if nd == n:
+            dev, host, step = self._decode_prefix(n)
+        else:
+            dev, host, step = self._prefill_prefix(n, int(T.sum()))
+        ops = []
+        if nd:
+            k = -(-(S[dec] if nd < n else S) // self.q)
+            kmax = int(k.max())
+            if self._dec is None or kmax >= len(self._dec[1]):
+                self._decode_table(kmax)
+            ops = self._fill_decode(k)
+        if nd < n:
+            Tp, Sp = T[~dec].astype(np.float64), S[~dec].astype(np.float64)
+            poly = self._prefill_poly(float(Sp.max()))
+            if poly is False:
+                pre = self.base.step._attention("prefill", Tp, Sp)
+                if pre is None:  # the op list's structure changed with the sizes: the exact step
+                    return self.base(list(zip(T.tolist(), S.tolist())))
+            else:
+                pre, coef = poly[0], poly[1]
+                self._fill(pre, np.stack([np.ones_like(Tp), Tp, Sp, Tp * Sp, Tp * Tp], axis=1) @ coef)
+            ops = ops + pre
+        dev, host, step = float(dev), float(host), float(step)
+        for op, (tc, tmem, t, b, t_cpu, t_step) in zip(ops, self.tm.price(ops, self.hw, self.prec, self.lay)):
+            c = op.count
+            dev += float(t) * c
+            host += float(t_cpu) * c
+            step += float(t_step) * c
+        return dev if (host == 0.0 and step == 0.0) else max(dev, host) + step
+
+
+class ExactCost:
+    """StepCost behind FastSim's array interface: the step times of scheduler.simulate, bit for bit."""
+
+    def __init__(self, cost: StepCost):
+        self.base, self.mode = cost, cost.mode
+        self.calls = 0
+
+    def __call__(self, T, S) -> float:
+        self.calls += 1
+        return self.base(list(zip(T.tolist(), S.tolist())))
+
+
+def fits_alone(sizes: KVSizes, block: int, prompt, out) -> np.ndarray:
+    """kvmemory.Paged.fits_alone for one-sample requests: the blocks of prompt + output - 1 held tokens."""
+    need = -(-(np.asarray(prompt) + np.asarray(out) - 1) // block)
+    bb = sizes.per_token * block
+    return need * bb + sizes.per_seq <= sizes.capacity
+
+
+def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, prefill: str = "chunked",
+        block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16) -> dict:
+    """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
+
+    prefilled=True: each request arrives with its prompt's cache computed and its first token produced
+    (a disaggregated decode pool): it holds prompt + 1 tokens and decodes out - 1 more.
+    stop: {"window": slice, "ttft": s, "tpot": s, "q": percentile} ends the run as soon as the verdict on the
+    window's requests is certain (checked every `every` iterations): when all of them are done (the result
+    "stopped" None), or when so many already exceed an SLO that the q-th percentile must ("stopped" "ttft"
+    or "tpot"): a request still waiting has a TTFT of at least now - arrival, one still decoding a TPOT of
+    at least (now - first) / (out - 1), and percentile q of n values is at least the floor((n-1)q/100)-th
+    smallest. Returns per-request first/last/done times (s), preemptions, and run statistics.
+
+    The running requests live in arrays of their own, in admission order (the scheduler's `running`):
+    rid (request), rK (tokens held: prompt + generated, kvmemory's `known`), rC (tokens whose K, V are
+    computed: `ctx`), rG (generated), rO (to generate), rH (blocks recorded), rF (first token out)."""
+    arrival = np.asarray(arrival, dtype=np.float64)
+    n = arrival.size
+    P = np.asarray(prompt, dtype=np.int64)
+    O = np.asarray(out, dtype=np.int64)
+    known = P + (1 if prefilled else 0)  # for waiting requests (a preempted one keeps what it generated)
+    gen = np.full(n, 1 if prefilled else 0, dtype=np.int64)
+    ctx0 = P.copy() if prefilled else np.zeros(n, dtype=np.int64)  # computed tokens on (re)admission
+    first = np.full(n, -1.0)
+    last = np.full(n, -1.0)
+    done = np.full(n, -1.0)
+    preempt = np.zeros(n, dtype=np.int64)
+    slots = math.inf if slots is None else slots
+    budget_f = math.inf if budget is None else budget
+    b = int(block)
+    bm1 = b - 1
+    bb = sizes.per_token * b
+    ps, cap = sizes.per_seq, sizes.capacity
+    blocks = 0  # blocks held in all (Paged.blocks)
+    nseq = 0
+    e = np.zeros(0, dtype=np.int64)
+    rid, rK, rC, rG, rO, rH = e, e, e, e, e, e
+    rF = np.zeros(0, dtype=bool)
+    waiting: deque = deque()
+    nxt = 0
+    t = float(arrival[0]) if n else 0.0
+    steps = generated = 0
+    peak_running = peak_blocks = 0
+    mem_stalls = slot_stalls = preemptions = 0
+    busy = 0.0
+    ones: dict = {}
+
+    def free():
+        return cap - blocks * bb - nseq * ps
+
+    stopped = None
+    if stop is not None:
+        w = stop["window"]
+        lo, hi = w.start, w.stop
+        q = stop["q"]
+        nw = hi - lo
+        need_t = nw - math.floor((nw - 1) * q / 100) if nw else math.inf
+        multi = O[lo:hi] > 1
+        nd = int(multi.sum())
+        need_d = nd - math.floor((nd - 1) * q / 100) if nd else math.inf
+        a_w, o_w = arrival[lo:hi], np.maximum(O[lo:hi] - 1, 1)
+
+    while True:
+        if nxt < n and arrival[nxt] <= t:
+            j = int(np.searchsorted(arrival, t, side="right"))
+            waiting.extend(range(nxt, j))
+            nxt = j
+        m = rid.size
+        if not m and not waiting:
+            if nxt >= n:
+                break
+            t = float(arrival[nxt])
+            continue
+        # every running request gets the blocks of its held tokens, oldest first; a shortage preempts the newest
+        preempted = 0
+        if m:
+            need = (rK + bm1) // b
+            tot = int(need.sum()) - int(rH.sum())
+            f0 = free()
+            if (tot == 0 and not 0.0 > f0) or (tot > 0 and tot * bb * (1 + 1e-9) + 1.0 < f0):
+                rH = need
+                blocks += tot
+            else:  # the exact sequential walk of Paged.update_from, with preemptions
+                i = 0
+                K_l, H_l = rK.tolist(), rH.tolist()
+                while True:
+                    fr = None
+                    while i < m:
+                        nb = -(-K_l[i] // b)
+                        ob = H_l[i]
+                        if nb == ob:
+                            if fr is None:
+                                fr = free()
+                            if 0.0 > fr:
+                                break
+                        else:
+                            if (nb * bb + ps) - (ob * bb + ps) > free():
+                                break
+                            blocks += nb - ob
+                            H_l[i] = nb
+                            fr = None
+                        i += 1
+                    if i >= m:
+                        break
+                    m -= 1  # the newest leaves: its cache is dropped, what it generated stays generated
+                    v = int(rid[m])
+                    blocks -= H_l.pop()
+                    K_l.pop()
+                    nseq -= 1
+                    known[v], gen[v], ctx0[v] = rK[m], rG[m], 0
+                    preempt[v] += 1
+                    waiting.appendleft(v)
+                    preempted += 1
+                rH = np.asarray(H_l, dtype=np.int64)
+                rid, rK, rC, rG, rO, rF = rid[:m], rK[:m], rC[:m], rG[:m], rO[:m], rF[:m]
+                preemptions += preempted
+        # admission: FIFO while a slot is free and the blocks of the head's held tokens fit
+        if not preempted and waiting:
+            new = []
+            while waiting and m + 1 <= slots:
+                h = waiting[0]
+                nb = -(-int(known[h]) // b)
+                if nb * bb + ps + 0.0 > free():
+                    mem_stalls += 1
+                    break
+                waiting.popleft()
+                new.append((h, nb))
+                blocks += nb
+                nseq += 1
+                m += 1
+            else:
+                if waiting:
+                    slot_stalls += 1
+            if new:
+                ids = np.fromiter((x for x, _ in new), dtype=np.int64, count=len(new))
+                rid = np.concatenate([rid, ids])
+                rK = np.concatenate([rK, known[ids]])
+                rC = np.concatenate([rC, ctx0[ids]])
+                rG = np.concatenate([rG, gen[ids]])
+                rO = np.concatenate([rO, O[ids]])
+                rH = np.concatenate([rH, np.fromiter((y for _, y in new), dtype=np.int64, count=len(new))])
+                rF = np.concatenate([rF, first[ids] >= 0])
+        # the iteration's batch
+        todo = rK - rC
+        top = int(todo.max())
+        if top == 1:  # decodes only: every running request brings one token
+            T = ones.get(m)
+            if T is None:
+                T = ones[m] = np.ones(m, dtype=np.int64)
+            S = rC + 1
+            dt = cost(T, S)
+            t_end = t + dt
+            rC = S
+            madepos = None
+        else:
+            many = todo > 1
+            if prefill == "separate":
+                pi = np.flatnonzero(many)
+                cs = np.cumsum(todo[pi])
+                k = max(int(np.searchsorted(cs, budget_f, side="right")), 1)
+                pos, T = pi[:k], todo[pi[:k]]
+            else:
+                dpos = np.flatnonzero(~many)
+                left = budget_f - dpos.size
+                if left > 0:
+                    pi = np.flatnonzero(many)
+                    x = todo[pi]
+                    c = np.clip(left - (np.cumsum(x) - x), 0, x).astype(np.int64)
+                    keep = c > 0
+                    pos = np.concatenate([dpos, pi[keep]])
+                    T = np.concatenate([np.ones(dpos.size, dtype=np.int64), c[keep]])
+                else:
+                    pos, T = dpos, np.ones(dpos.size, dtype=np.int64)
+            if not pos.size:
+                raise RuntimeError("an iteration with no rows: a request that cannot run alone was admitted")
+            S = rC[pos] + T
+            dt = cost(T, S)
+            t_end = t + dt
+            rC[pos] = S
+            madepos = pos[S >= rK[pos]]
+        peak_running = max(peak_running, m)
+        # the tokens produced
+        if madepos is None:
+            made = rid
+            if not rF.all():
+                fresh = ~rF
+                first[rid[fresh]] = t_end
+                rF = np.ones(m, dtype=bool)
+            last[rid] = t_end
+            rK = rK + 1
+            rG = rG + 1
+            fin = np.flatnonzero(rG == rO)
+            generated += m
+        elif madepos.size:
+            made = rid[madepos]
+            fr_ = madepos[~rF[madepos]]
+            if fr_.size:
+                first[rid[fr_]] = t_end
+                rF[fr_] = True
+            last[made] = t_end
+            rK[madepos] += 1
+            rG[madepos] += 1
+            fin = madepos[rG[madepos] == rO[madepos]]
+            generated += madepos.size
+        else:
+            fin = e
+        if fin.size:
+            blocks -= int(rH[fin].sum())
+            nseq -= fin.size
+            done[rid[fin]] = t_end
+            keep = np.ones(m, dtype=bool)
+            keep[fin] = False
+            rid, rK, rC, rG, rO, rH, rF = rid[keep], rK[keep], rC[keep], rG[keep], rO[keep], rH[keep], rF[keep]
+        steps += 1
+        busy += dt
+        if blocks > peak_blocks:
+            peak_blocks = blocks
+        t = t_end
+        if stop is not None and steps % every == 0 and nxt >= lo:
+            f, d = first[lo:hi], done[lo:hi]
+            if nxt >= hi and bool((d >= 0).all()):
+                break
+            late = np.where(f >= 0, f - a_w, np.where(a_w <= t, t - a_w, -1.0))
+            if int(np.count_nonzero(late > stop["ttft"])) >= need_t:
+                stopped = "ttft"
+                break
+            slow = multi & (f >= 0) & (np.where(d >= 0, last[lo:hi], t) - f > stop["tpot"] * o_w)
+            if int(np.count_nonzero(slow)) >= need_d:
+                stopped = "tpot"
+                break
+    return {"first": first, "last": last, "done": done, "preemptions": preempt, "steps": steps,
+            "generated": generated, "peak_running": peak_running, "peak_kv_bytes": peak_blocks * bb,
+            "kv_capacity_bytes": cap, "memory_stalls": mem_stalls, "slot_stalls": slot_stalls,
+            "preempted": preemptions, "busy_s": busy, "stopped": stopped}
