@@ -10,8 +10,8 @@ What the functions return:
 - **One point, fast**: point returns a dict of Python numbers (about 0.2 ms; the same numbers as decode).
 - **Queries** return a pandas DataFrame, one row per point, columns in SI units (seconds, bytes,
   tokens/s, FLOPs) and counts as integers: decode, prefill, request, intensity, kv, budget, show,
-  list_specs, compare, formats, weights, speculative, plan, sweep, serve_sim, kv_memory, validation
-  and published_validation. ``pm.human(df)`` (or ``df.pm.human()``) shows one in human units.
+  list_specs, compare, formats, weights, speculative, plan, sweep, serve_sim, kv_memory, capacity,
+  validation and published_validation. ``pm.human(df)`` (or ``df.pm.human()``) shows one in human units.
 - **Specs**: load_model and load_hardware return Model and Hardware objects that code can edit
   (``.replace(n_kv_heads=8)``) and pass wherever a name goes; catalog_names lists the catalog.
 - **The engine**: build_ops returns the op list; evaluate, per_sequence and max_batch work on numpy
@@ -53,7 +53,8 @@ COUNT_COLUMNS = frozenset({
     "published_params", "requests", "sequences", "tokens", "slots", "gamma", "best_gamma", "tp", "pp", "ep",
     "replicas", "devices", "steps", "preemptions", "peak_running", "peak_sequences", "cases", "block_size",
     "samples", "seq", "heads", "kv_heads", "head_dim", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
-    "d_ff", "max_context", "sliding_window", "kv_share", "step_evaluations", "bound_violations"})
+    "d_ff", "max_context", "sliding_window", "kv_share", "step_evaluations", "bound_violations",
+    "prefill_tp", "prefill_instances", "decode_tp", "decode_instances", "median_seed", "seeds"})
 
 
 def _frame(table):
@@ -772,6 +773,70 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
                                     act_dtype, sets, cost_quantum, mode, impl, max_tokens))
 
 
+def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=1, ep=1, replicas=1,
+             prompt_len="lognormal:median=1000,max=8000", output_len="lognormal:median=250,max=2000", slo_ttft="1s",
+             slo_tpot="50ms", percentile=99, mode="roofline", impl=None, disaggregate=False, price=None, slots=256,
+             token_budget=2048, requests=None, seeds=3, seed=0, tolerance=0.05, block_size=16, cost_quantum=16,
+             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None):
+    """Goodput under latency SLOs: the largest Poisson request rate at which the percentile TTFT and TPOT
+    of the serving simulator meet both SLOs, per (hardware, layout), and with disaggregate=True per split
+    into prefill and decode pools (docs/capacity.md).
+
+    Parameters
+    ----------
+    model : {_MODEL} (one)
+    hardware : {_HW} (one search each)
+    gpus : int -- search every layout of this many devices (pipeline layouts left out); or give tp
+    tp, pp, ep, replicas : int -- one layout ({_LAYOUT}; pp must be 1: stages are not simulated)
+    prompt_len, output_len : str or int -- length distributions: '512', 'uniform:A,B', 'lognormal:median=M,max=X'
+    slo_ttft, slo_tpot : str or float -- the SLOs: '1s', '50ms' or seconds
+    percentile : float -- both SLOs hold at this percentile, in (0, 100]
+    mode : 'roofline' or 'achievable' (the step cost's)
+    impl : {_IMPL}
+    disaggregate : bool -- also every split of the devices into a prefill and a decode pool
+    price : float or str -- USD per device-hour ('2.49/h'; a comma string, one per hardware): adds
+        cost_per_million_tokens (USD per million output tokens at the goodput)
+    slots : int or None -- concurrent sequences per replica (vLLM's max_num_seqs)
+    token_budget : int or None -- tokens per step (chunked prefill; the prefill pool's batch); None: whole prompts
+    requests : int -- requests per simulated trace (default: six times the batch an analytic bound expects)
+    seeds : int -- independent searches (seed, seed + 1, ...); the median is reported
+    seed : int -- the first seed
+    tolerance : float -- bisection stops when hi / lo <= 1 + tolerance
+    block_size : int -- tokens per paged KV block
+    cost_quantum : int -- decode contexts rounded up to this many tokens in the step cost
+    weights_dtype, kv_dtype, act_dtype : str -- {_FMT}
+    sets : dict -- {_SETS}
+    max_tokens : int -- refuse searches estimated to simulate more generated tokens (default 15,000,000)
+
+    Returns
+    -------
+    DataFrame, one row per (hardware, layout[, split]): serving ('colocated' or 'disaggregated'), tp, pp, ep,
+    replicas, devices, prefill_tp, prefill_instances, decode_tp, decode_instances (int, missing where they do
+    not apply), goodput_rps, goodput_lo_rps, goodput_hi_rps (requests/s: median, min and max over seeds),
+    output_tok_s (tokens/s at the goodput), goodput_per_device, cost_per_million_tokens (USD), binding ('ttft',
+    'tpot', 'memory', 'none reached', 'does not fit', 'search bound'), binding_value_s (s), ttft_s and tpot_s
+    (s, at the goodput), fail_rps (the next rate tried, which fails), median_seed, search, hit_bound, requests,
+    seeds, kv_transfer_s (s), note, pareto (bool). ``df.attrs["summary"]`` holds the criterion's settings and
+    the disaggregation verdict.
+
+    Example
+    -------
+    >>> c = pm.capacity("llama-3.1-8b", "h100-sxm", tp=1, prompt_len=512,
+    ...                 output_len="lognormal:median=64,max=512", seeds=1)
+    >>> c.binding[0], bool(c.ttft_s[0] <= 1.0 and c.tpot_s[0] <= 0.05), int(c.devices[0])
+    ('ttft', True, 1)
+    """
+    from .serving.capacity import capacity as _capacity
+
+    table, summary = _capacity(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot,
+                               percentile, mode, impl, disaggregate, price, slots, token_budget, requests, seeds, seed,
+                               tolerance, block_size, cost_quantum, weights_dtype, kv_dtype, act_dtype, sets,
+                               max_tokens)
+    df = _frame(table)
+    df.attrs["summary"] = summary
+    return df
+
+
 def validation(results, hardware=None, overhead=True, passes=True, kv=True):
     """Predicted against measured time for every validation case of a `perfmodel measure` run.
 
@@ -1189,7 +1254,7 @@ def explore(model="llama-2-13b", hardware="h100-sxm", batch=64, context=1024, we
 
 _PARAMS = {"_MODEL": _MODEL, "_HW": _HW, "_MODE": _MODE, "_IMPL": _IMPL, "_FMT": _FMT, "_SETS": _SETS, "_LAYOUT": _LAYOUT}
 for _f in (point, decode, prefill, request, intensity, kv, budget, show, compare, weights, speculative, plan, sweep, serve_sim,
-           kv_memory, load_model, load_hardware):
+           kv_memory, capacity, load_model, load_hardware):
     if _f.__doc__:  # None under python -OO
         _f.__doc__ = _f.__doc__.format(**_PARAMS)  # the shared parameter descriptions, written once above
 del _f
@@ -1204,7 +1269,7 @@ def _saved_run():
 SAVED_RUN = _saved_run()  # the measured CPU run of docs/validation/cpu-quick, shipped inside the package
 
 __all__ = ["point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge", "compare",
-           "formats", "weights", "speculative", "plan", "sweep", "serve_sim", "kv_memory", "validation",
+           "formats", "weights", "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "validation",
            "published_validation", "human", "explore", "load_model", "load_hardware", "catalog_names",
            "config_to_spec", "build_ops", "param_count", "evaluate", "per_sequence", "max_batch", "parse_quantity",
            "make_traffic", "simulate", "serve_runs", "Model", "Hardware", "Precision", "Layout", "Op", "SpecError",

@@ -27,10 +27,12 @@ from .specs import Hardware, Model, load_hardware, load_model
 from .timemodel import impl_name
 from .units import fmt_bytes
 
-KINDS = ("roofline", "latency-throughput", "memory", "kv", "speculative", "serving", "validation", "published")
+KINDS = ("roofline", "latency-throughput", "memory", "kv", "speculative", "serving", "validation", "published",
+         "capacity")
 MAX_PANELS = 6    # small multiples per figure (roofline, memory)
 MAX_LINES = 10    # series on one set of axes (latency-throughput, kv)
 MAX_SERVING = 4   # series of the serving timeline (two policies each)
+MAX_CAPACITY = 6  # series of the capacity figure (each a goodput search and a rate sweep)
 
 
 class _Figures:
@@ -972,6 +974,82 @@ def serving(model="llama-2-13b", hardware="h100-sxm", requests=64, slots=8,
     fig.suptitle(f"Serving: {common}, {requests} requests on {slots} slots, outputs {output_len}\n"
                  f"step costs in {mode_line(mode, impl)}")
     fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- capacity under SLOs
+def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, ep=1, replicas=1,
+             prompt_len="lognormal:median=1000,max=8000", output_len="lognormal:median=250,max=2000",
+             slo_ttft="1s", slo_tpot="50ms", percentile=99, mode="roofline", impl=None, disaggregate=False,
+             slots=256, token_budget=2048, requests=None, seeds=3, seed=0, sets=None, max_tokens=None):
+    """Percentile TTFT (left) and TPOT (right) against the Poisson arrival rate, with the SLO lines and each
+    series' goodput marked: one series per (hardware, layout[, disaggregated split]) that
+    perfmodel.serving.capacity searched (gpus: every layout of N devices; tp: one layout or a list).
+    Each curve is the median seed's simulations at fractions of its goodput, every measured request run
+    to its end (so a curve past the goodput shows how fast the queue grows). Returns a Figure."""
+    from .serving import capacity as cap
+
+    plt = _plt()
+    tps = [None] if tp is None else _whole_list(tp, "--tp")
+    entries, summary = [], None
+    for t in tps:
+        _, summary = cap.run(model, hardware, gpus, t, 1, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot,
+                             percentile, mode, impl, disaggregate, None, slots, token_budget, requests, seeds, seed,
+                             0.05, 16, 16, "bf16", None, "bf16", sets, max_tokens, keep=True)
+        entries += summary["searches"]
+    if not entries:
+        raise SpecError("-m/-H/--tp", None, "no layout of these fits and reaches a simulated search: nothing to draw "
+                                            "(`perfmodel capacity` says why)")
+    if len(entries) > MAX_CAPACITY:
+        raise SpecError("--gpus/--tp/--hardware", None, f"{len(entries)} searched layouts; the capacity plot draws at "
+                                                         f"most {MAX_CAPACITY} (give --tp, fewer devices or hardware)")
+    wl = summary["workload"]
+    vary_h = len({e["row"]["hardware"] for e in entries}) > 1
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for i, e in enumerate(entries):
+        r = e["row"]
+        c, mk = _linestyle(i)
+        if r["serving"] == "colocated":
+            lay = f"tp={int(r['tp'])}" + (f" ep={int(r['ep'])}" if r["ep"] > 1 else "") + \
+                (f" x{int(r['replicas'])}" if r["replicas"] > 1 else "")
+        else:
+            lay = (f"prefill tp={int(r['prefill_tp'])} x{int(r['prefill_instances'])} + decode "
+                   f"tp={int(r['decode_tp'])} x{int(r['decode_instances'])}")
+        name = (f"{r['hardware']}, " if vary_h else "") + lay
+        cv = cap.curve(e, wl)
+        g = cv["goodput"]
+        label = name + (f": goodput {g:.3g}/s" if g is not None else ": no rate meets the SLOs")
+        for ax, y in ((a1, cv["ttft"]), (a2, cv["tpot"])):
+            ok = np.isfinite(y)
+            ax.plot(cv["rate"][ok], y[ok], "-", color=c, marker=mk, ms=4, lw=1.4, label=label)
+            if g is not None:
+                ax.axvline(g, color=c, ls=":", lw=1.1)
+                at = int(np.argmin(np.abs(cv["rate"] - g)))
+                if np.isfinite(y[at]):
+                    ax.scatter([g], [y[at]], s=70, facecolors="none", edgecolors=c, linewidths=1.6, zorder=4)
+    q = f"p{wl.q:g}"
+    for ax, slo, what in ((a1, wl.slo_ttft, "TTFT"), (a2, wl.slo_tpot, "TPOT")):
+        ax.axhline(slo, color="k", ls="--", lw=1.1, label=f"SLO {what} {slo * 1e3:g} ms" if slo < 1 else
+                   f"SLO {what} {slo:g} s")
+        ax.set_yscale("log")
+        ax.set_xlabel("Poisson arrival rate (requests/s, all replicas)")
+        ax.set_ylabel(f"{q} {what}")
+        readable_log(ax.yaxis, _time_tick)
+        _grid_minor(ax)
+    a1.set_title(f"{q} time to first token")
+    a2.set_title(f"{q} time per output token")
+    handles, labels = a1.get_legend_handles_labels()
+    h2, l2 = a2.get_legend_handles_labels()
+    handles.append(h2[-1])
+    labels.append(l2[-1])
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), frameon=False, fontsize=8,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(f"Goodput under SLOs: {summary['model']}, prompts {wl.prompt_len}, outputs {wl.output_len}; "
+                 f"circles: the goodput (the median of {len(wl.seeds)} seed{'s' if len(wl.seeds) > 1 else ''}), "
+                 "dotted lines at it\n"
+                 f"continuous batching, {slots} slots, chunked prefill {token_budget} tokens/step; step costs in "
+                 f"{mode_line(mode, impl)}", fontsize=9)
+    fig.tight_layout(rect=(0, 0.08 + 0.03 * ((len(labels) - 1) // 3), 1, 1))
     return fig
 
 

@@ -20,6 +20,8 @@ USES = {
     "serving": {"-m", "-H", "--tp", "--pp", "--ep", "--mode", "--impl"},
     "validation": {"-H", "--results"},
     "published": {"--cases"},
+    "capacity": {"-m", "-H", "--gpus", "--tp", "--ep", "--mode", "--impl", "--prompt-len", "--output-len", "--slo-ttft",
+                 "--slo-tpot", "--percentile", "--disaggregate", "--requests", "--seeds", "--max-tokens"},
 }
 WHY = {  # why an option does not go with a kind
     "kv": "the kv plot is per sequence, with no time or batch",
@@ -28,11 +30,15 @@ WHY = {  # why an option does not go with a kind
     "validation": "the validation plot draws a measured run (-H: the spec to predict with)",
     "published": "the published plot draws perfmodel's published measurements (--cases: a file of your own)",
     "memory": "the memory plot shows sizes, no modelled time",
+    "capacity": "the capacity plot searches the goodput of layouts under SLOs (the options of `perfmodel capacity`)",
 }
+CAPACITY_ONLY = ("--gpus", "--prompt-len", "--output-len", "--slo-ttft", "--slo-tpot", "--percentile", "--disaggregate",
+                 "--requests", "--seeds", "--max-tokens")
 
 
 @app.command()
-def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, memory, kv, speculative, serving, validation or published"),
+def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, memory, kv, speculative, serving, validation, "
+                                               "published or capacity"),
          out: str = typer.Option(..., "-o", "--out", metavar="<file>", help="FILE.png, FILE.svg or FILE.pdf"),
          model: Optional[str] = typer.Option(None, "-m", "--model", metavar="<name list>", help="Model(s), comma list: one series per model (speculative: DRAFT,TARGET)."),
          hardware: Optional[str] = typer.Option(None, "-H", "--hardware", metavar="<name list>", help="Hardware, comma list: one series per device (default h100-sxm; kv: capacity lines; validation: the spec to predict with)."),
@@ -52,7 +58,17 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
                                   "op times of roofline and latency-throughput (also simple), the step cost of serving "
                                   "and speculative with models."),
          impl: Optional[str] = Impl,
-         cases: Optional[str] = typer.Option(None, "--cases", metavar="<file>", help="published: a measurements YAML (default: perfmodel's).")):
+         cases: Optional[str] = typer.Option(None, "--cases", metavar="<file>", help="published: a measurements YAML (default: perfmodel's)."),
+         gpus: Optional[str] = typer.Option(None, "--gpus", metavar="<int>", help="capacity: every layout of N devices."),
+         prompt_len: Optional[str] = typer.Option(None, "--prompt-len", metavar="<lengths>", help="capacity: prompt tokens (as in `perfmodel capacity`)."),
+         output_len: Optional[str] = typer.Option(None, "--output-len", metavar="<lengths>", help="capacity: output tokens."),
+         slo_ttft: Optional[str] = typer.Option(None, "--slo-ttft", metavar="<time>", help="capacity: TTFT SLO (default 1s)."),
+         slo_tpot: Optional[str] = typer.Option(None, "--slo-tpot", metavar="<time>", help="capacity: TPOT SLO (default 50ms)."),
+         percentile: Optional[str] = typer.Option(None, "--percentile", metavar="<number>", help="capacity: the SLOs' percentile (default 99)."),
+         disaggregate: bool = typer.Option(False, "--disaggregate", help="capacity: also the checked prefill/decode splits."),
+         requests: Optional[str] = typer.Option(None, "--requests", metavar="<int>", help="capacity: requests per simulated trace."),
+         seeds: Optional[str] = typer.Option(None, "--seeds", metavar="<int>", help="capacity: seeds (default 3)."),
+         max_tokens: Optional[str] = typer.Option(None, "--max-tokens", metavar="<int>", help="capacity: the searches' token limit.")):
     """Publication-ready figures (matplotlib, headless): one call into perfmodel.plots.
 
     Comma lists of models, hardware and --tp/--pp/--ep draw one series per (model, hardware,
@@ -65,11 +81,16 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
         raise SpecError("-o", None, f"write .png, .svg or .pdf, got {out!r}")
     given = {"-m": model, "-H": hardware, "--batch": batch, "--context": context, "--tp": tp, "--pp": pp, "--ep": ep,
              "--axis": axis, "--alpha": alpha, "--gamma": gamma, "--draft-cost": draft_cost, "--results": results,
-             "--cases": cases, "--impl": impl, "--mode": None if mode == "roofline" else mode}
+             "--cases": cases, "--impl": impl, "--mode": None if mode == "roofline" else mode, "--gpus": gpus,
+             "--prompt-len": prompt_len, "--output-len": output_len, "--slo-ttft": slo_ttft, "--slo-tpot": slo_tpot,
+             "--percentile": percentile, "--disaggregate": disaggregate or None, "--requests": requests,
+             "--seeds": seeds, "--max-tokens": max_tokens}
     for opt, v in given.items():
         if v is not None and opt not in USES[kind]:
             why = WHY.get(kind, f"the {kind} plot does not use it")
-            if opt in ("--mode", "--impl"):
+            if opt in CAPACITY_ONLY:
+                why = "it is an option of the capacity plot"
+            elif opt in ("--mode", "--impl"):
                 why = (f"the {kind} plot shows no modelled time; --mode and --impl go with roofline, latency-throughput, "
                        "serving and speculative with -m DRAFT,TARGET")
             raise SpecError(opt, None, f"does not go with `plot {kind}`: {why}")
@@ -116,6 +137,16 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
         fig = plots.serving(model or api.DEFAULT_MODEL, hw, **fmts, **timed, **lay)
     elif kind == "published":
         fig = plots.published(path=cases)
+    elif kind == "capacity":
+        from ..serving.capacity import DEFAULT_OUTPUT, DEFAULT_PROMPT
+
+        fig = plots.capacity(model or "llama-3.1-70b", hw, gpus, tp, int(ep or 1), 1, prompt_len or DEFAULT_PROMPT,
+                             output_len or DEFAULT_OUTPUT, slo_ttft or "1s", slo_tpot or "50ms", percentile or 99,
+                             mode, impl, disaggregate, requests=requests, seeds=seeds or 3, sets=_sets(sets),
+                             max_tokens=max_tokens)
+        _save_atomic(fig, out)
+        sys.stderr.write(f"wrote {out}\n")
+        return
     else:
         if not results:
             raise SpecError("--results", None, "the validation plot needs a results folder from `perfmodel measure`")
@@ -123,3 +154,12 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
     path = plots.save(fig, out)
     sys.stderr.write(f"wrote {path}\n")
 
+
+def _save_atomic(fig, out: str) -> None:
+    """plots.save's bytes (no dates), written to a temporary file and renamed over `out` (perfmodel.fileio)."""
+    from ..fileio import atomic_path
+
+    ext = out.rsplit(".", 1)[-1].lower()
+    meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+    with atomic_path(out, "-o") as tmp:
+        fig.savefig(tmp, format=ext, metadata=meta[ext], bbox_inches="tight")

@@ -11,8 +11,10 @@ equals scheduler.simulate request for request).
   simulator's). Under overload TTFT grows with the trace; over a fixed window of a fixed-length trace
   the criterion is a property of the rate, and the trace is long enough that a queue growing by 1-2%
   of the rate crosses a 1 s SLO within the window (docs/capacity.md).
-- Trace length: six times the batch an analytic bound expects at saturation (Little's law: about the
-  requests in the system), so the warm-up lasts about one request lifetime; `requests` overrides it.
+- Trace length: six times the requests an analytic bound expects in the system at saturation (Little's
+  law: the decoding batch plus those waiting for a first token), so the warm-up sixth lasts about one
+  request lifetime; `requests` overrides it, and a row whose measured requests in the system exceed 1.5x
+  its warm-up says so (LoadWarning, and its note).
 - Search: the rate starts at an analytic upper bound (decode at the largest batch that fits the KV
   memory, the slots and the TPOT SLO, plus each request's prefill at the budget's rate), steps down (or
   up) by 1.5x until the criterion flips, then bisects geometrically until hi / lo <= 1 + tolerance. Each
@@ -38,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import DataWarning, SpecError
+from ..errors import DataWarning, LoadWarning, SpecError
 from ..ops import Layout
 from ..units import parse_quantity
 from . import fastsim
@@ -152,10 +154,14 @@ def _verdict(ttft, tpot, wl: Workload, stopped: str | None = None) -> dict:
 
 # ---------------------------------------------------------------- colocated: one replica at a rate
 def simulate_rate(inst: Instance, wl: Workload, n: int, rate: float, seed: int, stop=True) -> dict:
-    """One replica's trace of n requests at `rate` per second through the simulator; the verdict."""
+    """One replica's trace of n requests at `rate` per second through the simulator; the verdict.
+    stop: True, end as soon as the verdict is certain; "window", when the measured requests are done
+    (exact percentiles even when they fail); False, run every request to the end."""
     arr, P, O = wl.trace(n, rate, seed)
-    r = fastsim.run(arr, P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block,
-                    stop=wl.stop_rule(n) if stop else None)
+    rule = wl.stop_rule(n) if stop else None
+    if stop == "window":  # run until the measured requests are done, whatever their latencies
+        rule.update(ttft=math.inf, tpot=math.inf)
+    r = fastsim.run(arr, P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block, stop=rule)
     w = wl.window(n)
     ttft = r["first"][w] - arr[w]
     ttft = np.where(r["first"][w] >= 0, ttft, np.nan)
@@ -164,6 +170,10 @@ def simulate_rate(inst: Instance, wl: Workload, n: int, rate: float, seed: int, 
     v = _verdict(ttft, tpot, wl, r.get("stopped"))
     if v["fail"] == "ttft" and (r["memory_stalls"] or r["preempted"]):
         v["fail"] = "memory"
+    lat = r["done"][w] - arr[w]
+    fin = r["done"][w] >= 0
+    # Little's law: requests in the system = rate x mean latency; the warm-up should hold about that many
+    v["in_system"] = float(rate * lat[fin].mean()) if fin.any() else math.nan
     v.update(rate=rate, seed=seed, memory_stalls=r["memory_stalls"], preempted=r["preempted"],
              peak_running=r["peak_running"], steps=r["steps"], generated=r["generated"],
              mean_output=float(O.mean()))
@@ -273,15 +283,21 @@ def analytic(inst: Instance, wl: Workload) -> dict:
     return {"rate": rate, "batch": B, "tpot1": one, "ttft_alone": ttft_alone, "b_mem": b_mem}
 
 
-def trace_length(wl: Workload, batch: int) -> int:
-    return wl.requests or int(min(3000, max(300, 6 * batch)))
+def trace_length(wl: Workload, a: dict) -> int:
+    """Six times the requests in the system at saturation (Little's law): the decoding batch plus those that
+    wait for their first token, about rate x TTFT SLO / 2; so the warm-up sixth lasts about one lifetime."""
+    if wl.requests:
+        return wl.requests
+    L = a["batch"] + a["rate"] * wl.slo_ttft / 2
+    return int(min(4000, max(300, math.ceil(6 * L))))
 
 
 # ---------------------------------------------------------------- table
 COLUMNS = ["model", "hardware", "mode", "serving", "tp", "pp", "ep", "replicas", "devices", "prefill_tp",
            "prefill_instances", "decode_tp", "decode_instances", "goodput_rps", "goodput_lo_rps", "goodput_hi_rps",
            "output_tok_s", "goodput_per_device", "cost_per_million_tokens", "binding", "binding_value_s",
-           "ttft_s", "tpot_s", "search", "hit_bound", "requests", "seeds", "kv_transfer_s", "note", "pareto"]
+           "ttft_s", "tpot_s", "fail_rps", "median_seed", "search", "hit_bound", "requests", "seeds", "kv_transfer_s",
+           "note", "pareto"]
 
 
 def _row(model, hw, mode, lay: Layout, devices: int, **kw) -> dict:
@@ -290,7 +306,8 @@ def _row(model, hw, mode, lay: Layout, devices: int, **kw) -> dict:
          "prefill_tp": math.nan, "prefill_instances": math.nan, "decode_tp": math.nan, "decode_instances": math.nan,
          "goodput_rps": math.nan, "goodput_lo_rps": math.nan, "goodput_hi_rps": math.nan, "output_tok_s": math.nan,
          "goodput_per_device": math.nan, "cost_per_million_tokens": math.nan, "binding": "", "binding_value_s": math.nan,
-         "ttft_s": math.nan, "tpot_s": math.nan, "search": "", "hit_bound": False, "requests": math.nan,
+         "ttft_s": math.nan, "tpot_s": math.nan, "fail_rps": math.nan, "median_seed": math.nan, "search": "",
+         "hit_bound": False, "requests": math.nan,
          "seeds": math.nan, "kv_transfer_s": math.nan, "note": "", "pareto": False}
     r.update(kw)
     return r
@@ -336,7 +353,7 @@ def prepare(model, hw, prec, lay: Layout, mode, impl, wl: Workload, knobs: dict,
                     search="analytic", ttft_s=a["ttft_alone"], **base,
                     note=f"TTFT of the p{wl.q:g} prompt alone already exceeds the SLO: its prefill takes "
                          f"{a['ttft_alone']:.3g} s")
-    return inst, a, trace_length(wl, a["batch"])
+    return inst, a, trace_length(wl, a)
 
 
 def colocated(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, keep: bool = False) -> dict:
@@ -365,10 +382,17 @@ def colocated(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared,
         row = _row(model, hw, mode, lay, lay.devices, goodput_rps=g, goodput_lo_rps=res["lo"] * R,
                    goodput_hi_rps=res["hi"] * R, output_tok_s=out_tok, goodput_per_device=g / lay.devices,
                    binding=binding, binding_value_s=bval, ttft_s=v["ttft"], tpot_s=v["tpot"], search="bisection",
-                   hit_bound=res["hit"], **base)
+                   fail_rps=math.nan if vh is None else vh["rate"] * R, median_seed=med["seed"], hit_bound=res["hit"],
+                   **base)
         if price is not None or hw.price_per_hour:
             row["cost_per_million_tokens"] = economics({"throughput_tok_s": out_tok}, hw, lay.devices,
                                                        price)["cost_per_million_tokens"]
+        warm = int(n * WARM)
+        if v.get("in_system", 0) > 1.5 * warm:
+            row["note"] = (f"trace too short for steady state: {v['in_system']:.0f} requests in the system at the "
+                           f"goodput, more than the {warm} of the warm-up (pass --requests {6 * int(v['in_system']) + 1} "
+                           "or more)")
+            warnings.warn(f"{row['hardware']} tp={lay.tp} ep={lay.ep} x{R}: {row['note']}", LoadWarning, stacklevel=2)
     if keep:
         row["_search"] = res
         row["_instance"] = inst
@@ -433,11 +457,19 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
              prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, slo_ttft="1s", slo_tpot="50ms", percentile=99,
              mode="roofline", impl=None, disaggregate=False, price=None, slots=SLOTS, token_budget=BUDGET,
              requests=None, seeds=3, seed=0, tolerance=0.05, block_size=16, cost_quantum=16, weights_dtype="bf16",
-             kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, keep=False) -> tuple[dict, dict]:
+             kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None) -> tuple[dict, dict]:
     """Goodput rows per (hardware, layout[, prefill/decode split]) and a summary; see the module docstring.
 
-    Returns (table: dict of columns in COLUMNS, summary: dict). keep=True adds each row's search (for
-    plots) under summary["searches"]."""
+    Returns (table: dict of columns in COLUMNS, summary: dict)."""
+    return run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot, percentile,
+               mode, impl, disaggregate, price, slots, token_budget, requests, seeds, seed, tolerance, block_size,
+               cost_quantum, weights_dtype, kv_dtype, act_dtype, sets, max_tokens)
+
+
+def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot, percentile, mode,
+        impl, disaggregate, price, slots, token_budget, requests, seeds, seed, tolerance, block_size, cost_quantum,
+        weights_dtype, kv_dtype, act_dtype, sets, max_tokens, keep=False) -> tuple[dict, dict]:
+    """capacity(); keep=True also returns every row's search under summary["searches"] (for plots)."""
     from .. import api
     from .api import _slots
     from . import disagg
@@ -500,4 +532,31 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
     summary.update(disagg.compare(table))
     if keep:
         summary["searches"] = searches
+        summary["workload"] = wl
     return table, summary
+
+
+CURVE = (0.3, 0.5, 0.7, 0.85, 1.0, 1.1, 1.25, 1.5)  # rates of a plotted curve, as fractions of the goodput
+
+
+def curve(entry: dict, wl: Workload, factors=CURVE) -> dict:
+    """Percentile TTFT and TPOT against the arrival rate for one searched row (run(keep=True)'s
+    summary["searches"] entries), at the median seed, every measured request simulated to its end."""
+    from . import disagg
+
+    row, res = entry["row"], entry["_search"]
+    g = res["goodput"]
+    seed = res["median"]["seed"]
+    base = g if g is not None else res["median"]["vhi"]["rate"] * (row["replicas"] if row["serving"] == "colocated"
+                                                                     else 1)
+    rates = np.asarray(factors, dtype=np.float64) * base
+    ttft, tpot = [], []
+    for r in rates:
+        if row["serving"] == "colocated":
+            v = simulate_rate(entry["_instance"], wl, entry["_n"], r / row["replicas"], seed, stop="window")
+        else:
+            pre, n_p, dec, n_d, tr = entry["_instance"]
+            v = disagg.coupled_rate(pre, n_p, dec, n_d, tr, wl, entry["_n"], r, seed, full=True)
+        ttft.append(v["ttft"])
+        tpot.append(v["tpot"])
+    return {"rate": rates, "ttft": np.asarray(ttft), "tpot": np.asarray(tpot), "goodput": g, "seed": seed}

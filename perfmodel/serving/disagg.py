@@ -108,9 +108,10 @@ def decode_rate(inst, wl, n, rate, seed) -> dict:
     return v
 
 
-def coupled_rate(pre, n_p, dec, n_d, transfer, wl, n_dec, rate, seed) -> dict:
+def coupled_rate(pre, n_p, dec, n_d, transfer, wl, n_dec, rate, seed, full=False) -> dict:
     """The whole split at total `rate`: every prefill instance simulated on its random share, the
-    transfer, and one decode instance fed by its random share of the prefill pool's departures."""
+    transfer, and one decode instance fed by its random share of the prefill pool's departures.
+    full=True: the decode pool is simulated (to the end of its measured requests) even when TTFT fails."""
     n = n_dec * n_d
     arr, P, O = wl.trace(n, rate, seed)
     rng = np.random.default_rng([int(seed), 7])
@@ -126,14 +127,14 @@ def coupled_rate(pre, n_p, dec, n_d, transfer, wl, n_dec, rate, seed) -> dict:
     ttft = land[w] - arr[w]
     v = _verdict(ttft, np.full(ttft.size, np.nan), wl)
     v.update(rate=rate, seed=seed, mean_output=float(O.mean()))
-    if not v["ok"]:
+    if not v["ok"] and not full:
         return v
     to = rng.integers(0, n_d, size=n)
     mine = np.flatnonzero((to == 0) & (O > 1))
     order = mine[np.argsort(land[mine], kind="stable")]
     a_d, P_d, O_d = land[order], P[order], O[order]
     wd = wl.window(order.size)
-    stop = {"window": wd, "ttft": math.inf, "tpot": wl.slo_tpot, "q": wl.q}
+    stop = {"window": wd, "ttft": math.inf, "tpot": math.inf if full else wl.slo_tpot, "q": wl.q}
     r = fastsim.run(a_d, P_d, O_d, dec.sizes, dec.cost, dec.slots, dec.budget, "chunked", dec.block, prefilled=True,
                     stop=stop)
     d = r["done"][wd]
@@ -206,7 +207,7 @@ def rows(m, hw, prec, N: int, mode, impl, wl, knobs, price, cache, keep=False) -
         if a["rate"] is None:
             dec_g[ld] = None
             continue
-        n = trace_length(wl, a["batch"])
+        n = trace_length(wl, a)
         c = int(round(wl.mean_prompt + wl.mean_output / 2))
         t_dec = idn.step(np.ones(a["batch"]), np.full(a["batch"], c))
         dec_g[ld] = (search_seeds(lambda r, s, idn=idn: decode_rate(idn, wl, n, r, s),
@@ -255,7 +256,8 @@ def rows(m, hw, prec, N: int, mode, impl, wl, knobs, price, cache, keep=False) -
         med = res["median"]
         v, vh = med["vlo"], med["vhi"]
         r.update(goodput_rps=res["goodput"], goodput_lo_rps=res["lo"], goodput_hi_rps=res["hi"], ttft_s=v["ttft"],
-                 tpot_s=v["tpot"], hit_bound=res["hit"],
+                 tpot_s=v["tpot"], hit_bound=res["hit"], median_seed=med["seed"],
+                 fail_rps=math.nan if vh is None else vh["rate"],
                  binding="search bound" if vh is None else vh["fail"],
                  binding_value_s=math.nan if vh is None else (vh["tpot"] if vh["fail"] == "tpot" else vh["ttft"]),
                  note=r["note"] + f" (per-pool estimate {r['goodput_rps']:.3g}/s); KV transfer over the {tr.kind}, "
