@@ -11,9 +11,9 @@ equals scheduler.simulate request for request).
   simulator's). Under overload TTFT grows with the trace; over a fixed window of a fixed-length trace
   the criterion is a property of the rate, and the trace is long enough that a queue growing by 1-2%
   of the rate crosses a 1 s SLO within the window (docs/capacity.md).
-- Trace length: six times the requests an analytic bound expects in the system at saturation (Little's
-  law: the decoding batch plus those waiting for a first token), so the warm-up sixth lasts about one
-  request lifetime; `requests` overrides it, and a row whose measured requests in the system exceed 1.5x
+- Trace length: ten times the requests an analytic bound expects in the system at saturation (Little's
+  law: the decoding batch plus those waiting for a first token), at least 1,000, so the warm-up sixth
+  lasts more than one request lifetime; `requests` overrides it, and a row whose measured requests in the system exceed 1.5x
   its warm-up says so (LoadWarning, and its note).
 - Search: the rate starts at an analytic upper bound (decode at the largest batch that fits the KV
   memory, the slots and the TPOT SLO, plus each request's prefill at the budget's rate), steps down (or
@@ -57,6 +57,8 @@ GROW = 1.5  # the bracket's step
 FIRST_STEPS = [1.15, 1.3]  # its first steps from the analytic bound, which is usually within 30% of the answer
 STEPS_DOWN = 10  # 1.15 x 1.3 x 1.5^8 = 38: below bound / 38 a rate that still fails is reported as none reached
 STEPS_UP = 5  # 1.15 x 1.3 x 1.5^3 = 5: above bound x 5 the search stops (hit_bound)
+TRACE_LIFETIMES = 10
+TRACE_MIN = 1000
 MAX_TOKENS = 15_000_000  # generated tokens the searches may simulate (an up-front estimate): ~10 s here
 
 
@@ -284,12 +286,14 @@ def analytic(inst: Instance, wl: Workload) -> dict:
 
 
 def trace_length(wl: Workload, a: dict) -> int:
-    """Six times the requests in the system at saturation (Little's law): the decoding batch plus those that
-    wait for their first token, about rate x TTFT SLO / 2; so the warm-up sixth lasts about one lifetime."""
+    """TRACE_LIFETIMES times the requests in the system at saturation (Little's law: the decoding batch plus
+    those waiting for their first token, about rate x TTFT SLO / 2), at least TRACE_MIN: the warm-up sixth
+    then lasts more than one lifetime, and the window sees the congestion episodes that set a p99
+    (docs/capacity.md measures how the goodput converges with the trace length)."""
     if wl.requests:
         return wl.requests
     L = a["batch"] + a["rate"] * wl.slo_ttft / 2
-    return int(min(4000, max(300, math.ceil(6 * L))))
+    return int(min(50_000, max(TRACE_MIN, math.ceil(TRACE_LIFETIMES * L))))  # --max-tokens bounds the work
 
 
 # ---------------------------------------------------------------- table

@@ -1,0 +1,245 @@
+"""Capacity under latency SLOs (issue 18): the vectorized simulator equals the serving simulator, the
+goodput search's answer holds in the serving simulator and fails just above it, the laws (replicas,
+looser SLOs, more devices), disaggregated pools with their KV transfer, and bad input."""
+import inspect
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import perfmodel as pm
+from perfmodel import load_hardware, load_model
+from perfmodel.cli import main
+from perfmodel.ops import Layout, Precision
+from perfmodel.serving import StepCost, capacity as cap, disagg, fastsim, kv_sizes, make_traffic, simulate
+
+SMALL = dict(model="llama-3.2-1b", hardware="l4", tp=1, prompt_len="uniform:32,128",
+             output_len="lognormal:median=16,max=64", slots=32, slo_ttft="0.25s", slo_tpot="50ms")
+
+
+@pytest.fixture(scope="module")
+def small():
+    """One searched layout (kept for the checks below): three seeds of 1,200-request traces."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, s = cap.run(SMALL["model"], SMALL["hardware"], None, 1, 1, 1, 1, SMALL["prompt_len"], SMALL["output_len"],
+                       SMALL["slo_ttft"], SMALL["slo_tpot"], 99, "roofline", None, False, None, SMALL["slots"], 2048,
+                       1200, 3, 0, 0.05, 16, 16, "bf16", None, "bf16", None, None, keep=True)
+    return t, s
+
+
+def _window_percentiles(req: dict, n: int, q=99.0):
+    w = slice(int(n * cap.WARM), n - int(n * cap.WARM))
+    ttft = req["first_token_s"][w] - req["arrival_s"][w]
+    out = req["output_tokens"][w]
+    tpot = ((req["last_token_s"][w] - req["first_token_s"][w]) / np.maximum(out - 1, 1))[out > 1]
+    return float(np.percentile(ttft, q)), float(np.percentile(tpot, q))
+
+
+def _serve(rate: float, n: int, seed: int):
+    """The serving simulator itself (scheduler.simulate) on the search's traffic at `rate`."""
+    m, hw = load_model(SMALL["model"]), load_hardware(SMALL["hardware"])
+    tr = make_traffic(n, rate, None, SMALL["prompt_len"], SMALL["output_len"], 1, 0, seed)
+    return simulate(m, hw, tr, "continuous", SMALL["slots"], "paged", 16, True, "chunked", 2048).requests
+
+
+# ---------------------------------------------------------------- the vectorized simulator
+@pytest.mark.parametrize("model,hw,slots,budget,prefill,P,O", [
+    ("llama-2-13b", "l40s", None, 512, "chunked", "lognormal:median=600,max=2500", "lognormal:median=200,max=1500"),
+    ("llama-2-13b", "l40s", None, 4096, "separate", "lognormal:median=600,max=2500", "lognormal:median=200,max=1500"),
+    ("llama-3.1-8b", "h100-sxm", 16, None, "chunked", "uniform:16,900", "lognormal:median=40,max=400"),
+])
+def test_fastsim_gives_the_serving_simulators_times_request_for_request(model, hw, slots, budget, prefill, P, O):
+    m, h = load_model(model), load_hardware(hw)
+    cost = StepCost(m, h, Precision(), 16)
+    tr = make_traffic(120, 30.0, None, P, O, 1, 0, 3)
+    ref = simulate(m, h, tr, "continuous", slots, "paged", 16, True, prefill, budget, cost=cost).requests
+    got = fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], kv_sizes(m, h), fastsim.ExactCost(cost), slots, budget,
+                      prefill)
+    for a, b in (("first_token_s", "first"), ("last_token_s", "last"), ("done_s", "done"), ("preemptions", "preemptions")):
+        assert np.array_equal(ref[a], got[b]), a
+    if model == "llama-2-13b":
+        assert got["preempted"] > 0  # the case exercises preemption and recomputation
+
+
+@pytest.mark.parametrize("model,hw,lay,mode", [
+    ("llama-3.1-8b", "h100-sxm", Layout(), "roofline"),
+    ("llama-3.1-8b", "h100-sxm", Layout(), "achievable"),
+    ("llama-3.1-70b", "h200", Layout(4, 1, 1, 1), "roofline"),
+    ("mistral-7b", "h100-sxm", Layout(), "roofline"),  # a sliding window: prefill rows take the exact per-row terms
+    ("llama-2-13b-mla", "a100-80gb-sxm", Layout(), "roofline"),
+])
+def test_the_vectorized_step_cost_is_stepcost_to_1e9(model, hw, lay, mode):
+    m, h = load_model(model), load_hardware(hw)
+    ref = StepCost(m, h, Precision(), 16, lay, mode)
+    fast = fastsim.FastCost(StepCost(m, h, Precision(), 16, lay, mode), 2048)
+    rng = np.random.default_rng(5)
+    for _ in range(25):
+        nd = int(rng.integers(0, 60))
+        npre = int(rng.integers(0, 3)) if nd else int(rng.integers(1, 3))
+        T = np.concatenate([np.ones(nd, dtype=np.int64), rng.integers(2, 900, npre)])
+        S = np.concatenate([rng.integers(1, 3000, nd), T[nd:] + rng.integers(0, 2000, npre)])
+        a, b = ref(list(zip(T.tolist(), S.tolist()))), fast(T, S)
+        assert b == pytest.approx(a, rel=1e-9), (T, S)
+
+
+def test_stopping_early_never_changes_the_verdict(small):
+    t, s = small
+    e = s["searches"][0]
+    inst, n, wl = e["_instance"], e["_n"], s["workload"]
+    g = t["goodput_rps"][0]
+    for rate in (0.7 * g, g, 1.5 * g, 3 * g):
+        quick = cap.simulate_rate(inst, wl, n, rate, 0, stop=True)
+        full = cap.simulate_rate(inst, wl, n, rate, 0, stop=False)
+        assert quick["ok"] == full["ok"]
+        if quick["exact"]:
+            assert (quick["ttft"], quick["tpot"]) == (full["ttft"], full["tpot"])
+
+
+# ---------------------------------------------------------------- the search, checked in the serving simulator
+def test_at_the_goodput_the_serving_simulator_meets_the_slos_and_at_1_1x_it_does_not(small):
+    t, s = small
+    g, seed, n = t["goodput_rps"][0], int(t["median_seed"][0]), int(t["requests"][0])
+    assert not t["hit_bound"][0] and t["binding"][0] in ("ttft", "tpot", "memory")
+    assert g <= t["fail_rps"][0] <= 1.05 * g * (1 + 1e-12)
+    ttft, tpot = _window_percentiles(_serve(g, n, seed), n)
+    assert ttft <= 0.25 and tpot <= 0.05
+    assert (ttft, tpot) == pytest.approx((t["ttft_s"][0], t["tpot_s"][0]), rel=1e-9)
+    ttft, tpot = _window_percentiles(_serve(1.1 * g, n, seed), n)
+    assert ttft > 0.25 or tpot > 0.05
+    assert t["goodput_lo_rps"][0] <= g <= t["goodput_hi_rps"][0]
+
+
+def test_r_replicas_with_poisson_traffic_split_among_them_serve_r_times_the_goodput(small):
+    """Each replica of R gets a random share of one Poisson stream (Poisson at rate / R): pooled over the
+    replicas, the SLOs hold at R x the lowest seed's goodput less the tolerance and fail at 1.1 x R x the
+    highest's. Splitting round robin (smoother arrivals) is never worse."""
+    t, s = small
+    e = s["searches"][0]
+    inst, n, wl = e["_instance"], e["_n"], s["workload"]
+    R = 2
+
+    def pooled(rate, split):
+        arr, P, O = wl.trace(R * n, rate, 11)
+        who = np.random.default_rng(4).integers(0, R, R * n) if split == "random" else np.arange(R * n) % R
+        tt, td = [], []
+        for k in range(R):
+            i = np.flatnonzero(who == k)
+            r = fastsim.run(arr[i] - arr[i][0], P[i], O[i], inst.sizes, inst.cost, inst.slots, inst.budget)
+            w = wl.window(i.size)
+            tt.append(r["first"][w] - (arr[i] - arr[i][0])[w])
+            o = O[i][w]
+            td.append(((r["last"][w] - r["first"][w]) / np.maximum(o - 1, 1))[o > 1])
+        return float(np.percentile(np.concatenate(tt), 99)), float(np.percentile(np.concatenate(td), 99))
+
+    for split in ("random", "round robin"):
+        a, b = pooled(R * t["goodput_lo_rps"][0] / (1 + wl.tol), split)
+        assert a <= wl.slo_ttft and b <= wl.slo_tpot, split
+    a, b = pooled(1.1 * R * t["goodput_hi_rps"][0], "random")
+    assert a > wl.slo_ttft or b > wl.slo_tpot
+    two = pm.capacity(**{**SMALL, "replicas": 2}, seeds=1, requests=300)
+    one = pm.capacity(**SMALL, seeds=1, requests=300)
+    assert two.goodput_rps[0] == pytest.approx(2 * one.goodput_rps[0], rel=1e-12) and two.devices[0] == 2
+
+
+def test_a_looser_slo_never_lowers_the_goodput():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = [pm.capacity(**{**SMALL, "slo_ttft": a, "slo_tpot": b}, seeds=1, requests=300).goodput_rps[0]
+             for a, b in (("0.25s", "20ms"), ("0.25s", "50ms"), ("400ms", "50ms"))]
+    assert g[1] >= g[0] and g[2] >= g[1] and g[2] > g[0]
+
+
+def test_more_devices_never_lower_the_best_goodput():
+    kw = {k: v for k, v in SMALL.items() if k != "tp"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        best = [np.nanmax(pm.capacity(**kw, gpus=n, seeds=1, requests=300).goodput_rps) for n in (1, 2)]
+    assert best[0] <= best[1]
+
+
+# ---------------------------------------------------------------- no goodput: said, with what binds
+def test_tpot_at_batch_one_beyond_the_slo_is_none_reached_naming_it():
+    c = pm.capacity(**{**SMALL, "slo_tpot": "1ms"}, seeds=1)
+    assert c.binding[0] == "none reached" and "TPOT at batch 1" in c.note[0] and c.binding_value_s[0] > 1e-3
+    assert math.isnan(c.goodput_rps[0])
+
+
+def test_a_model_that_does_not_fit_is_a_row_not_an_error():
+    c = pm.capacity("llama-3.1-70b", "l4", tp=1, prompt_len=512, output_len=64, seeds=1)
+    assert c.binding[0] == "does not fit" and "weights" in c.note[0]
+    c = pm.capacity("llama-3.1-8b", "l4", tp=1, prompt_len="60000", output_len="10000", seeds=1)  # 9.2 GB of KV
+    assert c.binding[0] == "does not fit" and "longest request" in c.note[0]
+
+
+def test_a_ttft_slo_no_rate_meets_names_ttft_and_its_value():
+    c = pm.capacity(**{**SMALL, "prompt_len": "uniform:900,1000", "slo_ttft": "12ms"}, seeds=1, requests=300)
+    assert c.binding[0] == "none reached" and "TTFT" in c.note[0] and c.binding_value_s[0] > 0.012
+
+
+# ---------------------------------------------------------------- disaggregated pools
+def test_the_kv_transfer_is_a_send_op_on_the_link_it_crosses():
+    m, hw = load_model("llama-3.1-70b"), load_hardware("h100-sxm")
+    lay = Layout(4, 1, 1, 1)
+    per_tok = 2 * 8 * 128 * 80 * 2 / 4  # K and V, 8 KV heads of 128, 80 layers, bf16, over tp = 4
+    inside = disagg.Transfer(m, hw, Precision(), lay, lay, 8, "roofline", None)
+    t = inside(np.array([1000.0, 4000.0]))
+    assert inside.kind == "link"
+    assert t == pytest.approx(hw.link_latency + np.array([1000, 4000]) * per_tok / hw.link_bandwidth, rel=1e-12)
+    across = disagg.Transfer(m, hw, Precision(), lay, lay, 16, "roofline", None)
+    assert across.kind == "network"
+    assert across(np.array([1000.0])) == pytest.approx(hw.network_latency + 1000 * per_tok / hw.network_bandwidth)
+    narrow = disagg.Transfer(m, hw, Precision(), Layout(2, 1, 1, 1), lay, 8, "roofline", None)
+    assert narrow.per_tok == 2 * per_tok  # a tp=2 prefill device sends its half over its own link
+
+
+def test_disaggregated_splits_are_searched_and_the_best_is_checked_coupled():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = pm.capacity(**{k: v for k, v in SMALL.items() if k != "tp"}, gpus=2, disaggregate=True, seeds=1,
+                        requests=300)
+    d = c[c.serving == "disaggregated"]
+    assert len(d) == 1 and d.search.iloc[0] == "coupled"
+    assert (d.prefill_instances + d.decode_instances).iloc[0] == 2 and d.devices.iloc[0] == 2
+    assert d.kv_transfer_s.iloc[0] > 0 and np.isfinite(d.goodput_rps.iloc[0])
+    assert any("disaggregated" in x for x in c.attrs["summary"]["disaggregation"])
+
+
+# ---------------------------------------------------------------- CLI and API
+def test_cli_json_carries_every_field_the_table_shows(capsys):
+    args = ["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--prompt-len", "uniform:32,128", "--output-len",
+            "lognormal:median=16,max=64", "--slots", "32", "--slo-ttft", "250ms", "--seeds", "1", "--requests", "300",
+            "--price", "0.8/h"]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "goodput/s" in table and "# goodput: the largest Poisson arrival rate" in table and "mode roofline" in table
+    assert main(args + ["--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    for k in ("hardware", "serving", "layout", "devices", "goodput_rps", "goodput_lo_rps", "goodput_hi_rps",
+              "output_tok_s", "goodput_per_device", "cost_per_million_tokens", "binding", "ttft_s", "tpot_s", "pareto",
+              "note"):
+        assert k in rec
+    assert rec["cost_per_million_tokens"] == pytest.approx(0.8 / 3600 / rec["output_tok_s"] * 1e6)
+
+
+@pytest.mark.parametrize("argv,opt", [
+    (["--slo-ttft", "1x"], "--slo-ttft"), (["--slo-tpot", "fast"], "--slo-tpot"), (["--slo-tpot", "-5ms"], "--slo-tpot"),
+    (["--slo-ttft", "0s"], "--slo-ttft"), (["--percentile", "0"], "--percentile"), (["--percentile", "101"], "--percentile"),
+    (["--percentile", "p99"], "--percentile"), (["--seeds", "0"], "--seeds"), (["--tolerance", "2"], "--tolerance"),
+    (["--gpus", "8", "--tp", "2"], "--gpus"), (["--pp", "2", "--tp", "8"], "--pp"), (["--tp", "3"], "--tp"),
+    (["--price", "1/h,2/h"], "--price"), (["--requests", "5"], "--requests"), (["--max-tokens", "1000"], "--max-tokens"),
+    (["--gpus", "0"], "--gpus"), (["--token-budget", "x"], "--token-budget"), (["--mode", "simple"], "--mode"),
+    (["-m", "llama-2-13b"], "--prompt-len/--output-len"),
+])
+def test_bad_input_exits_2_with_one_line_naming_the_option(argv, opt, capsys):
+    base = ["capacity"] + (["--tp", "8"] if "--gpus" not in argv and "--tp" not in argv else [])
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"perfmodel: error: {opt}") and "Traceback" not in err
+
+
+def test_the_api_wrapper_takes_the_parameters_of_the_search():
+    a, b = inspect.signature(pm.capacity).parameters, inspect.signature(cap.capacity).parameters
+    assert list(a) == list(b) and [p.default for p in a.values()] == [p.default for p in b.values()]
