@@ -381,3 +381,30 @@ def test_cli_plot_bad_input(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == len(bad) and all(e.startswith("perfmodel: error:") for e in err), err
     assert "cannot be drawn" in err[3] and "--batch: does not go with `plot kv`" in err[4]
+
+
+# ---------------------------------------------------------------- capacity (issue 18)
+CAPACITY = ["-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--prompt-len", "uniform:32,128", "--output-len",
+            "lognormal:median=16,max=64", "--slo-ttft", "250ms", "--seeds", "1", "--requests", "300"]
+
+
+def test_capacity_draws_both_percentiles_against_the_rate_with_the_slos_and_the_goodput(tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = plots.capacity("llama-3.2-1b", "l4", tp=1, prompt_len="uniform:32,128",
+                             output_len="lognormal:median=16,max=64", slo_ttft="250ms", seeds=1, requests=300)
+        a, b = tmp_path / "a.svg", tmp_path / "b.svg"
+        assert main(["plot", "capacity", *CAPACITY, "-o", str(a)]) == 0
+        assert main(["plot", "capacity", *CAPACITY, "-o", str(b)]) == 0
+    text = _texts(fig)
+    assert "mode roofline: the ideal bound" in text and "SLO TTFT 250 ms" in text and "SLO TPOT 50 ms" in text
+    assert "goodput" in text and all(ax.get_xlabel().startswith("Poisson arrival rate") for ax in fig.axes)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["p99 TTFT", "p99 TPOT"]
+    assert a.read_bytes() == b.read_bytes() and a.stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.svg", "b.svg"]  # written atomically: no partial file
+    capsys.readouterr()
+    assert main(["plot", "capacity", "--batch", "4", "-o", "x.png"]) == 2
+    assert "--batch: does not go with `plot capacity`" in capsys.readouterr().err
+    assert main(["plot", "roofline", "--slo-ttft", "1s", "-o", "x.png"]) == 2
