@@ -384,6 +384,12 @@ def test_mla_prefill_materialises_per_head_k_v_and_owns_the_same_parameters():
     assert f(one(ops, "attn_av").flops) == 2 * 2 * 21 * 4 * 5
     dec = ops_of(mla)
     assert sum(o.params * o.count for o in ops) == sum(o.params * o.count for o in dec)
+    # the materialised K (d_nope + d_r wide) and V (d_v wide) of every head are activations, not cache reads
+    qk, av = one(ops, "attn_qk"), one(ops, "attn_av")
+    assert f(qk.kv_read) == f(av.kv_read) == 0
+    assert f(qk.act_read) == 12 * 4 * 5 * 2 + 2 * 6 * 4 * (3 + 2) * 2  # Q: M*N*(d_nope+d_r)*a; K: B*S*N*(...)*a
+    assert f(av.act_read) == 2 * 6 * 4 * 5 * 2  # V: B*S*N*d_v*a
+    assert f(up.act_read) == 2 * 6 * 8 * 2 + 2 * 6 * 2 * 2  # the latent (r) and the shared RoPE key (d_r)
 
 
 def test_cla_layers_that_share_kv_have_no_k_v_projections_store_nothing_and_still_read_the_cache():
@@ -417,9 +423,28 @@ def test_linear_attention_keeps_a_fixed_state_read_and_written_once_per_step():
     state = 2 * 4 * 4  # K*H*H = 32 elements
     assert f(la.flops) == 2 * 2 * state * (1 + 2) == 384
     assert f(la.kv_read) == f(la.kv_write) == 2 * state * 2  # B * state * k
+    assert f(la.act_read) == 2 * (4 + 2 * 2) * 4 * 2 and f(la.act_write) == 2 * 4 * 4 * 2  # q, k, v in; out
+    q = one(ops_of(lin), "qkv_proj")  # the same D x (N + 2K)H projection, but K, V feed the state, not a cache
+    assert q.params == 16 * (4 + 2 * 2) * 4 and f(q.kv_write) == 0 and f(q.kv_stored) == 0
+    assert f(q.act_write) == 2 * (4 + 2 * 2) * 4 * 2
     assert f(engine.per_sequence(lin, 10.0)["kv_bytes_per_seq"]) == f(engine.per_sequence(lin, 1e5)["kv_bytes_per_seq"]) \
         == state * 2 * 3
     assert f(one(ops_of(toy_model(layer_pattern="R", linear_state=100)), "linear_attn").kv_read) == 2 * 100 * 2
+
+
+def test_learned_positions_add_a_table_of_max_context_rows_of_which_a_step_reads_M():
+    """derivations "Ops of one layer" (GPT): pos_embed stores max_context x D, reads M rows, adds M*D."""
+    pe = one(ops_of(toy_model(position="learned")), "pos_embed")
+    assert pe.params == 4096 * 16 and f(pe.w_stored) == 4096 * 16 * 2
+    assert f(pe.w_read) == 2 * 16 * 2 and f(pe.flops) == 2 * 16 and f(pe.act_read) == f(pe.act_write) == 64
+    assert "rope" not in {o.name for o in ops_of(toy_model(position="learned"))}
+
+
+def test_a_uniform_model_has_one_unlabelled_layer_group_and_a_hybrid_one_per_kind():
+    """derivations "Ops of one layer": per-layer ops count L layers; layers of different kinds are grouped."""
+    assert {o.group for o in DEC} == {""} and one(DEC, "attn_qk").label == "attn_qk"
+    hyb = ops_of(toy_model(n_layers=4, sliding_window=4, layer_pattern="LLLG"))
+    assert sorted({(o.group, o.count) for o in hyb if o.name == "attn_qk"}) == [("global x1", 1), ("local x3", 3)]
 
 
 # ---------------------------------------------------------------- MoE
@@ -586,6 +611,45 @@ def test_an_achievable_step_is_the_slower_of_device_and_host_plus_the_step_overh
     slow = engine.roofline(ops, HW, Precision(), tm=_achievable(launch=4e-6, layer_overhead=2e-6, step_overhead=7e-6))
     assert slow["host_time"] == pytest.approx(5 * 4e-6 + 4 * 2e-6)
     assert slow["time"] == pytest.approx(28e-6 + 7e-6)
+
+
+# ---------------------------------------------------------------- Collectives (docs/parallelism.md)
+def _comm(ops):
+    return {o.name: (o.count, o.coll, f(o.msg), o.peers, f(o.comm_bytes), o.comm_steps, o.link)
+            for o in ops if o.kind == "comm"}
+
+
+def test_tensor_parallelism_all_reduces_the_residual_stream_twice_per_layer_and_gathers_the_logits():
+    """derivations "Collectives" / parallelism.md: under tp = p, an all-reduce of the M*D*a activations after
+    the embedding and after attention and the MLP of every layer (a ring moves 2(p-1)/p of it in 2(p-1)
+    steps), and an all-gather of the R*V*a logits ((p-1)/p in p-1 steps)."""
+    c = _comm(ops_of(layout=pm.Layout(tp=2)))
+    assert c["allreduce_embed"] == (1, "allreduce", 64, 2, 64, 2, "tp")  # M*D*a = 2*16*2 bytes
+    assert c["allreduce_attn"] == (3, "allreduce", 64, 2, 64, 2, "tp")
+    assert c["allreduce_mlp"] == (3, "allreduce", 64, 2, 64, 2, "tp")
+    assert c["allgather_logits"] == (1, "allgather", 2 * 50 * 2, 2, 100, 1, "tp")  # R*V*a, decode R = M
+    assert _comm(ops_of(mla, layout=pm.Layout(tp=2)))["allreduce_attn"] == (3, "allreduce", 64, 2, 64, 2, "tp")
+    assert _comm(ops_of()) == {}
+
+
+def test_expert_parallelism_dispatches_and_combines_k_copies_of_each_local_token():
+    """parallelism.md: under ep, each MoE layer's M*k*D token-expert activations go out in the GEMM format
+    (fp8 for W8A8) and come back 16-bit, (ep-1)/ep of them to other devices, in ep-1 steps; each device
+    holds ceil(B/ep) whole sequences, so M = 1 here (B = 2, ep = 2)."""
+    c = _comm(ops_of(moe, layout=pm.Layout(ep=2)))
+    assert c["alltoall_dispatch"] == (2, "alltoall", 1 * 2 * 16 * 2, 2, 32, 1, "ep")
+    assert c["alltoall_combine"] == (2, "alltoall", 1 * 2 * 16 * 2, 2, 32, 1, "ep")
+    w8a8 = _comm(ops_of(moe, layout=pm.Layout(ep=2), prec=Precision("fp8", "fp8")))
+    assert w8a8["alltoall_dispatch"][2] == 1 * 2 * 16 * 1 and w8a8["alltoall_combine"][2] == 1 * 2 * 16 * 2
+
+
+def test_a_pipeline_hands_each_stages_activations_to_the_next():
+    """parallelism.md: pp stages send the B*T*D*a activations on, pp - 1 times along a token's path, once
+    from the largest stage."""
+    path = _comm(ops_of(layout=pm.Layout(pp=3)))
+    assert path["pp_send"] == (2, "send", 2 * 16 * 2, 2, 64, 1, "pp")
+    stage = _comm(build_ops(toy, 2, 1, 10, "decode", layout=pm.Layout(pp=3), stage=True))
+    assert stage["pp_send"][0] == 1
 
 
 # ---------------------------------------------------------------- Calibrated terms
