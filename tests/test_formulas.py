@@ -650,6 +650,8 @@ def test_a_pipeline_hands_each_stages_activations_to_the_next():
     assert path["pp_send"] == (2, "send", 2 * 16 * 2, 2, 64, 1, "pp")
     stage = _comm(build_ops(toy, 2, 1, 10, "decode", layout=pm.Layout(pp=3), stage=True))
     assert stage["pp_send"][0] == 1
+    fp32 = _comm(ops_of(layout=pm.Layout(pp=3), prec=Precision("fp32", "fp32", "bf16")))  # fp32 activations
+    assert fp32["pp_send"][2] == 2 * 16 * 4
 
 
 # ---------------------------------------------------------------- Calibrated terms

@@ -109,6 +109,43 @@ def test_units_round_trip(x, unit):
     assert parse_quantity(fmt_bytes(v), "bytes") == pytest.approx(v, rel=1e-3)
 
 
+@pytest.mark.parametrize("text, dim, value", [
+    ("80 GB", "bytes", 80e9), ("80 GiB", "bytes", 80 * 2**30), ("4 TiB", "bytes", 4 * 2**40), ("1 KiB/s", "bytes/s", 1024),
+    (".5 kB", "bytes", 500), ("+1e3 B", "bytes", 1e3), ("1 bytes", "bytes", 1), ("2 MB", "bytes", 2e6),
+    ("3 PB", "bytes", 3e15), ("1 EB", "bytes", 1e18), ("400 Gbps", "bytes/s", 50e9), ("8 kb/s", "bytes/s", 1e3),
+    ("2 PFLOPS", "flop/s", 2e15), ("130 TOPS", "flop/s", 130e12), ("5 MFLOP/s", "flop/s", 5e6),
+    ("700 W", "W", 700), ("1 kW", "W", 1e3), ("1.2 kW", "W", 1200), ("50 ms", "s", 0.05), ("12 us", "s", 12e-6),
+    ("3 µs", "s", 3e-6), ("7 ns", "s", 7e-9), ("2 s", "s", 2), ("$2.49/h", "USD/h", 2.49), ("3 USD/hr", "USD/h", 3),
+    (42, "bytes", 42.0), (1.5, "s", 1.5)])
+def test_quantities_are_read_in_si_units_with_decimal_and_binary_prefixes(text, dim, value):
+    """units.py: decimal prefixes are powers of 1000, binary (Ki, Mi, ...) of 1024, bits are 1/8 byte."""
+    assert parse_quantity(text, dim) == pytest.approx(value, rel=1e-15)
+
+
+@pytest.mark.parametrize("text, dim", [("80 GB", "bytes/s"), ("3 TB/s", "bytes"), ("1 furlong", "bytes"), ("", "bytes"),
+                                       ("-1 GB", "bytes"), ("0 GB", "bytes"), (True, "bytes"), ([1], "bytes"),
+                                       ("inf GB", "bytes"), ("１ GB", "bytes"), ("1e400 B", "bytes")])
+def test_a_quantity_of_the_wrong_dimension_sign_or_spelling_is_refused(text, dim):
+    with pytest.raises(ValueError):
+        parse_quantity(text, dim)
+    assert parse_quantity("0 GB", "bytes", allow_zero=True) == 0.0
+
+
+@pytest.mark.parametrize("fmt, x, text", [
+    ("fmt_bytes", 0, "0 B"), ("fmt_bytes", 512, "512 B"), ("fmt_bytes", 26.03e9, "26.03 GB"),
+    ("fmt_bytes", 838_860_800, "838.9 MB"), ("fmt_bytes", 1e22, "1e+04 EB"), ("fmt_bytes", -2e6, "-2 MB"),
+    ("fmt_bytes_bin", 2**30, "1 GiB"), ("fmt_bytes_bin", 1536, "1.5 KiB"), ("fmt_rate", 3.35e12, "3.35 TB/s"),
+    ("fmt_flops", 989e12, "989 TFLOP/s"), ("fmt_count", 13_015_864_320, "13.02 G"), ("fmt_count", 124.67, "124.7"),
+    ("fmt_time", 8.021e-3, "8.021 ms"), ("fmt_time", 1.5, "1.5 s"), ("fmt_time", 120, "120 s"),
+    ("fmt_time", 3e-7, "300 ns"), ("fmt_time", 2.5e-5, "25 µs"), ("fmt_time", 0, "0 ns"), ("fmt_time", 1e-3, "1 ms"),
+    ("fmt_bytes", float("nan"), "-"), ("fmt_bytes", None, "-"), ("fmt_time", float("inf"), "-"), ("fmt_time", None, "-")])
+def test_numbers_print_with_4_significant_digits_in_the_largest_unit_they_reach(fmt, x, text):
+    """units.py: a value is shown in the largest prefix it reaches (1000 or 1024 apart), to 4 significant
+    digits; what is not a finite number prints as -."""
+    from perfmodel import units
+    assert getattr(units, fmt)(x) == text
+
+
 def test_GB_and_GiB_are_different_units():
     assert parse_quantity("80 GB", "bytes") == 80e9
     assert parse_quantity("80 GiB", "bytes") == 80 * 2**30
