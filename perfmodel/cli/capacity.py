@@ -15,7 +15,7 @@ from ..report import _human, _is_num, render
 HUMAN = [("hardware", "hardware"), ("serving", "serving"), ("layout", "layout"), ("devices", "devices"),
          ("goodput_rps", "goodput/s"), ("goodput_range", "seeds min-max"), ("output_tok_s", "tokens/s"),
          ("goodput_per_device", "goodput/s/device"), ("cost_per_million_tokens", "$/M tokens"),
-         ("binding", "binding"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("pareto", "pareto"), ("note", "note")]
+         ("binding", "binding"), ("ttft_s", "p99 TTFT"), ("tpot_s", "p99 TPOT"), ("pareto", "pareto"), ("note", "note")]
 
 
 def layout_text(t: dict, i: int) -> str:
@@ -37,16 +37,16 @@ def _cell(col: str, v, t: dict, i: int) -> str:
         lo, hi = t["goodput_lo_rps"][i], t["goodput_hi_rps"][i]
         return "-" if lo != lo else f"{lo:.4g}-{hi:.4g}"
     if col in ("goodput_rps", "goodput_per_device", "output_tok_s") and _is_num(v) and v == v:
-        return f"{v:.4g}"
+        return f"{v:,.0f}" if v >= 10_000 else f"{v:.4g}"
     if col == "cost_per_million_tokens" and _is_num(v) and v == v:
         return f"{v:.3g}"
     return _human(col, v)
 
 
-def _render(t: dict, fmt: str, columns: list) -> str:
+def _render(t: dict, fmt: str, columns: list, q: float = 99.0) -> str:
     if fmt != "table":
         return render(t, fmt, columns)
-    cols = [(c, h) for c, h in HUMAN if c in t or c == "goodput_range"]
+    cols = [(c, h.replace("p99", f"p{q:g}")) for c, h in HUMAN if c in t or c == "goodput_range"]
     if all(x != x for x in t["cost_per_million_tokens"]):
         cols = [(c, h) for c, h in cols if c != "cost_per_million_tokens"]
     if not any(t["note"]):
@@ -137,7 +137,7 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
     import numpy as np
 
     t["layout"] = np.asarray([layout_text(t, i) for i in range(len(t["hardware"]))], dtype=object)
-    _out(_render(t, fmt, cap.COLUMNS + ["layout"]))
+    _out(_render(t, fmt, cap.COLUMNS + ["layout"], summary["percentile"]))
     if fmt == "table":
         _out("\n".join(footer(summary)))
         _out(mode_note(mode, impl, hardware, _sets(sets)))

@@ -342,7 +342,14 @@ def prepare(model, hw, prec, lay: Layout, mode, impl, wl: Workload, knobs: dict,
             inst = cache[key] = Instance(model, hw, prec, one, mode, impl, knobs["quantum"], knobs["budget"],
                                          knobs["slots"], knobs["block"])
     except SpecError as e:
-        return _row(model, hw, mode, lay, lay.devices, binding="does not fit", note=e.problem, search="none", **base)
+        from .. import engine
+
+        try:
+            w = float(engine.per_sequence(model, np.array([0.0]), prec, layout=one)["weight_bytes"])
+            why = f"weights {w / 1e9:.4g} GB per device, memory {hw.memory_capacity / 1e9:.4g} GB"
+        except SpecError:
+            why = e.problem
+        return _row(model, hw, mode, lay, lay.devices, binding="does not fit", note=why, search="none", **base)
     if not fastsim.fits_alone(inst.sizes, inst.block, wl.max_prompt, wl.max_output):
         return _row(model, hw, mode, lay, lay.devices, binding="does not fit", search="none", **base,
                     note=f"the longest request ({wl.max_prompt} + {wl.max_output} tokens) has a KV cache larger than "

@@ -35,7 +35,7 @@ from .. import engine
 from ..errors import DataWarning, SpecError
 from ..ops import COMM, Layout, Op
 from . import fastsim
-from .capacity import (Instance, _row, _verdict, analytic, search_seeds, trace_length)
+from .capacity import (TRACE_MIN, Instance, _row, _verdict, analytic, search_seeds, trace_length)
 
 VERIFY = 3  # coupled checks at most, best estimate first, while a better estimate remains
 
@@ -198,7 +198,7 @@ def rows(m, hw, prec, N: int, mode, impl, wl, knobs, price, cache, keep=False) -
         if t_tok * wl.prompt_q + float(worst[lp](wl.prompt_q)) > wl.slo_ttft:
             pre_g[lp] = None
             continue
-        n = wl.requests or 600
+        n = wl.requests or TRACE_MIN
         pre_g[lp] = search_seeds(lambda r, s, ip=ip, lp=lp: prefill_rate(ip, wl, n, r, s, worst[lp]),
                                  1.0 / (wl.mean_prompt * t_tok), wl)
     for ld in {s[2] for s in splits}:
@@ -232,7 +232,7 @@ def rows(m, hw, prec, N: int, mode, impl, wl, knobs, price, cache, keep=False) -
         vp, vd = gp["median"]["vlo"], gd[0]["median"]["vlo"]
         out.append(_row(m, hw, mode, Layout(), N, goodput_rps=est, goodput_lo_rps=lo, goodput_hi_rps=hi,
                         binding=binding, ttft_s=vp["ttft"], tpot_s=vd["tpot"], search="per pool",
-                        requests=gd[1], note=f"prefill pool {p_rate:.3g}/s, decode pool {d_rate:.3g}/s", **base,
+                        requests=gd[1], note=f"pools {p_rate:.3g}/s | {d_rate:.3g}/s", **base,
                         _split=(lp, n_p, ld, n_d), _mean_out=vd["mean_output"]))
     # coupled checks, best estimate first
     order = sorted([r for r in out if "_split" in r], key=lambda r: -r["goodput_rps"])
@@ -260,8 +260,7 @@ def rows(m, hw, prec, N: int, mode, impl, wl, knobs, price, cache, keep=False) -
                  fail_rps=math.nan if vh is None else vh["rate"],
                  binding="search bound" if vh is None else vh["fail"],
                  binding_value_s=math.nan if vh is None else (vh["tpot"] if vh["fail"] == "tpot" else vh["ttft"]),
-                 note=r["note"] + f" (per-pool estimate {r['goodput_rps']:.3g}/s); KV transfer over the {tr.kind}, "
-                                  f"busy {100 * v.get('link_busy', 0.0):.2g}% of the time")
+                 note=r["note"] + f", coupled; KV {tr.kind} busy {100 * v.get('link_busy', 0.0):.2g}%")
         if keep:
             r["_search"], r["_instance"], r["_n"] = res, (pre_ok[lp], n_p, dec_ok[ld], n_d, tr), int(n_dec)
         best = max(best, res["goodput"])
