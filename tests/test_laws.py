@@ -1,7 +1,7 @@
 """Laws of inference that hold for any model shape (hypothesis), stated as the BRIEF states them."""
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import perfmodel as pm
@@ -223,15 +223,16 @@ def test_a_contiguous_region_wastes_what_its_sequence_never_fills(prompt, out, s
     them, so R - (prompt + output - 1) is internal fragmentation from admission on; what it holds now is
     `used`, the rest `future`; a region is one hole-free range, so an empty arena has no external waste."""
     max_output = out + spare
-    sizes = KVSizes(1.0, 0.0, 0.0, 10.0**6, 10**6)
+    sizes = KVSizes(1.0, 5.0, 0.0, 10.0**6, 10**6)  # 1 byte per token, 5 bytes of fixed state per sequence
     mgr = Contiguous(sizes, max_output)
     g = Group(0, prompt, [out])
     assert mgr.admit(g)
     used, reserved, internal, future, external, saved = mgr.snapshot()
-    assert reserved == prompt + max_output and used == prompt
+    assert reserved == prompt + max_output + 5 and used == prompt + 5
     assert internal == prompt + max_output - (prompt + out - 1)
     assert future == out - 1 and external == 0 and saved == 0
     assert [h for h in mgr.holes() if h] == [10.0**6 - reserved]  # the region starts at 0: one hole after it
+    assert mgr.free_bytes() == 10.0**6 - reserved
     mgr.release(g)
     assert mgr.snapshot()[:3] == (0.0, 0.0, 0.0) and mgr.holes() == [10.0**6]
 
@@ -250,6 +251,7 @@ def test_tpot_of_a_lone_request_is_its_mean_decode_step(prompt, out, policy):
     assert r.requests["latency_s"][0] == pytest.approx(steps.sum(), rel=1e-12)
 
 
+@settings(max_examples=20)
 @given(st.integers(2, 4000), st.integers(1, 1000), st.integers(1, 1000), st.integers(1, 40))
 def test_with_expert_parallelism_a_step_waits_for_the_attention_of_its_busiest_group(big, a, b, d):
     """ep device groups run attention data-parallel, each on whole sequences of its own (docs/parallelism.md):
@@ -265,3 +267,47 @@ def test_with_expert_parallelism_a_step_waits_for_the_attention_of_its_busiest_g
     assert step([big + d, a, b]) > step([big, a, b]) and step([big + d, a]) > step([big, a])
     flops = lambda S: engine.mixed_step(m, H100, [1] * len(S), S, layout=lay)["flops"]  # noqa: E731
     assert flops([big, a, b]) == flops([big, 1, 1]) < flops([big, big, big])
+
+
+# ---------------------------------------------------------------- layouts and plans
+from perfmodel import parallel  # noqa: E402
+from perfmodel.errors import SpecError  # noqa: E402
+
+
+@given(st.integers(1, 20000))
+def test_the_divisors_of_a_device_count_are_exactly_the_numbers_that_divide_it(n):
+    assert parallel._divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+
+
+@pytest.mark.parametrize("n", [9, 25, 49, 121, 2 * 3 * 5 * 7 * 11 * 13, 2**10 * 3**4, 997 * 991, 10**12])
+def test_squares_primes_and_highly_composite_counts_factor_completely(n):
+    divs = parallel._divisors(n)
+    assert all(n % d == 0 for d in divs) and divs == sorted(set(divs))
+    assert np.prod([p**e for p, e in parallel._factors(n).items()]) == n
+    assert len(divs) == np.prod([e + 1 for e in parallel._factors(n).values()])
+
+
+@pytest.mark.parametrize("name", ["llama-2-13b", "llama-3.1-8b", "mixtral-8x7b", "deepseek-v2-lite"])
+@given(n=st.integers(1, 48))
+def test_plan_layouts_are_every_split_of_the_devices_the_heads_layers_and_experts_allow(name, n):
+    m = pm.load_model(name)
+    want = {(tp, pp, ep, n // (tp * pp * ep)) for tp in range(1, n + 1) for pp in range(1, n + 1)
+            for ep in range(1, n + 1) if n % (tp * pp * ep) == 0 and m.N % tp == 0 and (m.K % tp == 0 or tp % m.K == 0)
+            and pp <= m.n_layers and (ep == 1 or (m.moe and m.moe.n_experts % ep == 0))}
+    got = [(x.tp, x.pp, x.ep, x.replicas) for x in parallel.layouts(m, n)]
+    assert sorted(got) == sorted(want) and len(got) == len(set(got))
+
+
+def test_plan_skips_layouts_that_need_a_missing_network_and_counts_throughput_per_device():
+    hw = H100.replace(devices_per_node=2, network_bandwidth=None, link_bandwidth=450e9, link_latency=2e-6)
+    t, s = parallel.plan("llama-2-13b", hw, 4, 1024, [1, 8])
+    # layouts of 4: (tp, pp) = (1,1) (1,2) (2,1) stay within a node of 2; (1,4) (2,2) (4,1) cross it
+    assert s["skipped"] == 3
+    assert sorted(set(zip(t["tp"], t["pp"], t["replicas"]))) == [(1, 1, 4), (1, 2, 2), (2, 1, 2)]
+    np.testing.assert_allclose(t["throughput_per_device"], t["throughput_tok_s"] / 4, rtol=1e-15)
+    assert np.all(t["devices"] == 4)
+
+
+def test_a_pipeline_without_micro_batches_is_refused():
+    with pytest.raises(SpecError):
+        pm.build_ops(pm.load_model("llama-2-7b"), 8, 1, 128, "decode", layout=pm.Layout(pp=2, microbatches=0))
