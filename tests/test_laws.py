@@ -269,6 +269,81 @@ def test_with_expert_parallelism_a_step_waits_for_the_attention_of_its_busiest_g
     assert flops([big, a, b]) == flops([big, 1, 1]) < flops([big, big, big])
 
 
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 40)), min_size=1, max_size=10),
+       st.sampled_from([1, 7, 16]), st.booleans(), st.sampled_from([0.0, 3.0]), st.integers(50, 3000))
+def test_a_paged_device_admits_a_request_exactly_when_its_blocks_and_state_fit(reqs, block, share, state, cap):
+    """Paged: a request's prompt takes ceil(prompt / block) blocks plus its sequence's fixed state; it is
+    admitted exactly when that fits in what is free, and growing by a token takes a new block only when the
+    last one is full. Reserved = blocks x block bytes + sequences x state; used = tokens held + state."""
+    mgr = Paged(KVSizes(1.0, state, 0.0, float(cap), 10**6), block, share)
+    held, blocks, seqs = 0, 0, 0
+    for i, (p, o) in enumerate(reqs):
+        g = Group(i, p, [o])
+        assert g.seqs[0].left == p  # the whole prompt before its first token
+        need = -(-p // block)
+        free = mgr.free_bytes()
+        assert free == cap - blocks * block - seqs * state
+        ok = mgr.admit(g)
+        assert ok == (need * block + state <= free)
+        if not ok:
+            continue
+        held, blocks, seqs = held + p, blocks + need, seqs + 1
+        g.seqs[0].known += 1  # its first token: a new block only if the prompt filled its last one
+        grow = -(-(p + 1) // block) - need
+        room = mgr.free_bytes() >= grow * block
+        assert mgr.update(g) == room
+        if room:
+            held, blocks = held + 1, blocks + grow
+        else:
+            g.seqs[0].known -= 1
+        used, reserved, internal, future, external, saved = mgr.snapshot()
+        assert used == held + seqs * state and reserved == blocks * block + seqs * state
+        assert internal == reserved - used and future == external == saved == 0
+
+
+def test_a_replica_with_ep_groups_caches_in_what_each_group_leaves_after_its_weights():
+    """kv_sizes: ep device groups each hold their own sequences, so a replica's KV capacity is ep x what one
+    device leaves after its weights, and a cached token costs what it costs on the device that holds it."""
+    m, hw = pm.load_model("mixtral-8x7b"), H100.replace(memory_capacity=200e9)
+    one, two = kv_sizes(m, hw), kv_sizes(m, hw, layout=pm.Layout(ep=2))
+    w2 = float(engine.per_sequence(m, 1.0, layout=pm.Layout(ep=2))["weight_bytes"])
+    assert two.weights == w2 < one.weights
+    assert two.capacity == 2 * (200e9 - w2) and one.capacity == 200e9 - one.weights
+    assert two.per_token == one.per_token == engine.kv_growth_per_token(m)
+
+
+def _traffic(prompts, outs, gap, prefix=0):
+    arr = np.arange(len(prompts)) * gap
+    out = np.array(outs)[:, None]
+    return Traffic(arr, np.array(prompts), out, int(out.max()), prefix, [f"r{i}" for i in range(len(prompts))])
+
+
+@settings(max_examples=15)
+@given(st.lists(st.integers(2, 200), min_size=1, max_size=5), st.integers(0, 100), st.sampled_from([1, 16]),
+       st.booleans())
+def test_a_shared_system_prompt_is_prefilled_once_while_someone_holds_it_and_never_skipped_without_sharing(
+        prompts, prefix, block, share):
+    """Prefix caching: with sharing, the full blocks of a system prompt are computed by the first request and
+    skipped by every request that arrives while it is still resident; without sharing every request
+    prefills its whole prompt. Requests here overlap (they arrive 10 ms apart and generate 200 tokens)."""
+    tr = _traffic(prompts, [200] * len(prompts), 0.01, prefix)
+    r = simulate(SERVE_M, H100, tr, "continuous", None, "paged", block, share, cost=SERVE_COST)
+    assert r.summary["preemptions"] == 0
+    full = sum(p + prefix for p in prompts)
+    skipped = (len(prompts) - 1) * (prefix // block * block) if share else 0
+    assert r.timeline["prefill_tokens"].sum() == full - skipped
+
+
+def test_every_preemption_is_counted_once_per_victim():
+    """When a running request needs a block and none is free, the newest is preempted: the timeline, the
+    requests and the summary count the same preemptions."""
+    tr = _traffic([64] * 6, [100] * 6, 0.0)
+    hw = H100.replace(memory_capacity=SERVE_SIZES.weights + 400 * SERVE_SIZES.per_token)
+    r = simulate(SERVE_M, hw, tr, "continuous", None, "paged", 16, False, cost=SERVE_COST)
+    n = r.summary["preemptions"]
+    assert n > 0 and n == r.timeline["preempted"].sum() == r.requests["preemptions"].sum()
+    assert np.all(r.requests["completions"] == 1) and r.summary["tokens"] == 600
+
 # ---------------------------------------------------------------- layouts and plans
 from perfmodel import parallel  # noqa: E402
 from perfmodel.errors import SpecError  # noqa: E402
