@@ -70,8 +70,8 @@ def footer(summary: dict) -> list[str]:
     lines = [f"goodput: the largest Poisson arrival rate (requests/s, all replicas) at which {q} TTFT <= "
              f"{_human('x_s', summary['slo_ttft_s'])} and {q} TPOT <= {_human('x_s', summary['slo_tpot_s'])} over "
              "each trace's requests after its first sixth and before its last (warm-up, cool-down); bisection to "
-             f"{100 * summary['tolerance']:g}%, the median over seeds {','.join(str(s) for s in seeds)} "
-             "(seeds min-max: each seed's own)",
+             f"{100 * summary['tolerance']:g}%, " + (f"the median over seeds {','.join(str(s) for s in seeds)} (seeds "
+             "min-max: each seed's own)" if len(seeds) > 1 else f"seed {seeds[0]}"),
              f"server: continuous batching, {'chunked prefill of ' + str(budget) + ' tokens per step' if budget else 'whole prompts join'}, "
              f"at most {summary['slots'] if summary['slots'] is not None else 'unlimited'} sequences, paged KV; "
              f"prompts {summary['prompt_len']}, outputs {summary['output_len']} (mean {summary['mean_output_tokens']:.0f})",
