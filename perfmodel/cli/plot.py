@@ -144,9 +144,6 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
                              output_len or DEFAULT_OUTPUT, slo_ttft or "1s", slo_tpot or "50ms", percentile or 99,
                              mode, impl, disaggregate, requests=requests, seeds=seeds or 3, sets=_sets(sets),
                              max_tokens=max_tokens)
-        _save_atomic(fig, out)
-        sys.stderr.write(f"wrote {out}\n")
-        return
     else:
         if not results:
             raise SpecError("--results", None, "the validation plot needs a results folder from `perfmodel measure`")
@@ -154,12 +151,3 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
     path = plots.save(fig, out)
     sys.stderr.write(f"wrote {path}\n")
 
-
-def _save_atomic(fig, out: str) -> None:
-    """plots.save's bytes (no dates), written to a temporary file and renamed over `out` (perfmodel.fileio)."""
-    from ..fileio import atomic_path
-
-    ext = out.rsplit(".", 1)[-1].lower()
-    meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
-    with atomic_path(out, "-o") as tmp:
-        fig.savefig(tmp, format=ext, metadata=meta[ext], bbox_inches="tight")
