@@ -157,7 +157,9 @@ class Explorer:
                            fontsize=8, fontweight="bold", color="white")
         self.latency_image.value = _png(lt)
         self.memory_image.value = _png(mem)
-        del lt, mem  # not pyplot figures (plots._Figures): freed when unreferenced
+        figs = plots._plt()  # pyplot's figures in a kernel: closed, so that the explorer shows only its images
+        figs.close(lt)
+        figs.close(mem)
         human = pm.human(self.decode[["latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes",
                                       "memory_bytes", "fits", "bound"]])
         summary = ", ".join(f"{k} {v}" for k, v in human.iloc[0].items())

@@ -46,16 +46,26 @@ class _Figures:
         self.rcParams = matplotlib.rcParams
 
     def subplots(self, nrows=1, ncols=1, **kw):
+        import sys
+
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
+        if "ipykernel" in sys.modules or "matplotlib.pyplot" in sys.modules:
+            # in Jupyter (or where the user drives pyplot) a figure belongs to pyplot, which shows it
+            import matplotlib.pyplot as plt
+
+            return plt.subplots(nrows, ncols, **kw)
         sub = {k: kw.pop(k) for k in self._SUB if k in kw}
         fig = Figure(**kw)
         FigureCanvasAgg(fig)
         return fig, fig.subplots(nrows, ncols, **sub)
 
     def close(self, fig=None) -> None:
-        pass
+        import sys
+
+        if "matplotlib.pyplot" in sys.modules and fig is not None:
+            sys.modules["matplotlib.pyplot"].close(fig)
 
 
 def _plt():

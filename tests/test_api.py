@@ -74,7 +74,7 @@ def test_every_public_function_has_a_real_signature_and_documents_parameters_uni
         assert set(sig.parameters) <= described, set(sig.parameters) - described
 
 
-WRAPS = [(pm.point, api.point), (pm.decode, api.decode), (pm.prefill, api.prefill), (pm.request, api.request), (pm.intensity, api.intensity),
+WRAPS = [(pm.point, api.point), (pm.capacity, __import__('perfmodel.serving.capacity', fromlist=['capacity']).capacity), (pm.decode, api.decode), (pm.prefill, api.prefill), (pm.request, api.request), (pm.intensity, api.intensity),
          (pm.kv, api.kv), (pm.budget, api.budget), (pm.show, api.show), (pm.list_specs, api.list_specs),
          (pm.ridge, api.ridge), (pm.compare, whatif.compare), (pm.formats, whatif.formats),
          (pm.weights, whatif.weights), (pm.speculative, whatif.speculative), (pm.plan, parallel.plan),
