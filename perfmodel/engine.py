@@ -295,13 +295,28 @@ def per_sequence(model: Model, context, prec: Precision | None = None, phase: st
 
 def max_batch(model: Model, capacity: float, context, prec: Precision | None = None, overhead: float = 0.0,
               phase: str = "decode", layout: Layout | None = None):
-    """Largest B (per replica) with weights + overhead + B/ep * (KV + activations per sequence) <= capacity
-    on every device (0 if none)."""
+    """Largest B (per replica) whose memory fits on every device of the layout: weights + overhead + the
+    busiest device's ceil(B/ep) sequences of KV + the step's peak activations <= capacity (0 if none).
+
+    The linear estimate floor(free / (KV + activations per sequence)) x ep is refined on the op list's own
+    memory (as decode reports it) over the candidates around it, so that max_batch fits and max_batch + 1
+    does not: with ep the busiest device's KV grows in steps of ep sequences while the activations of the
+    routed tokens grow with every one."""
     lay = layout or Layout()
-    ps = per_sequence(model, context, prec, phase, lay)
+    prec = prec or Precision()
+    S = np.asarray(context, dtype=np.float64).ravel()  # any shape of contexts, evaluated flat
+    ps = per_sequence(model, S, prec, phase, lay)
     free = capacity - overhead - ps["weight_bytes"]
-    b = np.floor(free / (ps["kv_bytes_per_seq"] + ps["activation_bytes_per_seq"]))
-    return np.maximum(b, 0.0) * lay.ep
+    est = np.maximum(np.floor(free / (ps["kv_bytes_per_seq"] + ps["activation_bytes_per_seq"])), 0.0) * lay.ep
+    ep = lay.ep
+    cand = np.maximum(est[None, :] + np.arange(-ep, 2 * ep + 1, dtype=np.float64)[:, None], 1.0)  # (candidates, S)
+    T = 1.0 if phase == "decode" else S[None, :]
+    ops = build_ops(model, cand, T, S[None, :], phase, prec, layout=lay, stage=True)
+    keys = _keys_for(model, phase, prec, "fused", True, ops, lay, True)
+    mem = memory(ops, model, np.ceil(cand / ep), S[None, :], prec, keys)["memory_bytes"] + 0 * cand
+    fits = mem + overhead <= capacity
+    out = np.max(np.where(fits, cand, 0.0), axis=0)  # memory grows with B: the largest candidate that fits
+    return out.reshape(np.shape(context)) if np.ndim(context) else float(out[0])
 
 
 def kv_bytes_per_token(model: Model, context, prec: Precision | None = None):
