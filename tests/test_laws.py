@@ -276,7 +276,7 @@ def test_a_paged_device_admits_a_request_exactly_when_its_blocks_and_state_fit(r
     admitted exactly when that fits in what is free, and growing by a token takes a new block only when the
     last one is full. Reserved = blocks x block bytes + sequences x state; used = tokens held + state."""
     mgr = Paged(KVSizes(1.0, state, 0.0, float(cap), 10**6), block, share)
-    held, blocks, seqs = 0, 0, 0
+    held, blocks, seqs, admitted = 0, 0, 0, []
     for i, (p, o) in enumerate(reqs):
         g = Group(i, p, [o])
         assert g.seqs[0].left == p  # the whole prompt before its first token
@@ -299,6 +299,51 @@ def test_a_paged_device_admits_a_request_exactly_when_its_blocks_and_state_fit(r
         used, reserved, internal, future, external, saved = mgr.snapshot()
         assert used == held + seqs * state and reserved == blocks * block + seqs * state
         assert internal == reserved - used and future == external == saved == 0
+        admitted.append(g)
+    for g in admitted:  # everything goes back
+        mgr.release(g)
+    assert mgr.snapshot()[:2] == (0.0, 0.0) and mgr.free_bytes() == cap
+
+
+def test_a_full_paged_device_still_lets_a_sequence_grow_inside_its_last_block():
+    """Growth that needs no new block needs no free memory: a device filled to the last byte still serves it."""
+    mgr = Paged(KVSizes(1.0, 0.0, 0.0, 16.0, 10**6), 16, False)
+    g = Group(0, 10, [5])
+    assert mgr.admit(g) and mgr.free_bytes() == 0
+    g.seqs[0].known += 1
+    assert mgr.update(g) and mgr.update_from([g]) == 1 and mgr.snapshot()[0] == 11
+    g.seqs[0].known = 17  # the 17th token needs a second block, and there is none
+    assert not mgr.update(g) and mgr.update_from([g]) == 0 and mgr.snapshot()[0] == 11
+
+
+@settings(max_examples=40)
+@given(st.lists(st.tuples(st.integers(1, 300), st.lists(st.integers(1, 50), min_size=1, max_size=3),
+                          st.integers(0, 60)), min_size=1, max_size=8),
+       st.integers(0, 100), st.sampled_from([1, 16, 32]), st.booleans(), st.sampled_from([0.0, 3.0]))
+def test_updating_every_group_at_once_is_updating_them_one_by_one(groups, prefix, block, share, state):
+    """Paged.update_from (the simulator's hot loop, its common case inlined) leaves the manager exactly as
+    update() on each group in order does, stopping at the same group when memory runs out."""
+    cap = 2000.0
+    a, b = (Paged(KVSizes(1.0, state, 0.0, cap, 10**6), block, share, prefix) for _ in range(2))
+    ga, gb = [], []
+    for i, (p, outs, grow) in enumerate(groups):
+        for mgr, gs in ((a, ga), (b, gb)):
+            g = Group(i, prefix + p, outs)
+            if mgr.admit(g):
+                gs.append(g)
+    assert len(ga) == len(gb)
+    for g1, g2 in zip(ga, gb):  # each admitted group forks (when it has samples) and grows
+        grow = groups[g1.rid][2]
+        for g in (g1, g2):
+            if len(g.outs) > 1:
+                g.fork()
+            for s in g.seqs:
+                s.known += grow
+    stop_a = a.update_from(ga)
+    stop_b = next((i for i, g in enumerate(gb) if not b.update(g)), len(gb))
+    assert stop_a == stop_b
+    assert a.snapshot() == b.snapshot() and a.free_bytes() == b.free_bytes()
+    assert [g.mem for g in ga] == [g.mem for g in gb]
 
 
 def test_a_replica_with_ep_groups_caches_in_what_each_group_leaves_after_its_weights():
@@ -332,6 +377,10 @@ def test_a_shared_system_prompt_is_prefilled_once_while_someone_holds_it_and_nev
     full = sum(p + prefix for p in prompts)
     skipped = (len(prompts) - 1) * (prefix // block * block) if share else 0
     assert r.timeline["prefill_tokens"].sum() == full - skipped
+    # requests 100 s apart never overlap: the prefix leaves with its last user and is computed again
+    apart = simulate(SERVE_M, H100, _traffic(prompts, [5] * len(prompts), 100.0, prefix), "continuous", None,
+                     "paged", block, share, cost=SERVE_COST)
+    assert apart.timeline["prefill_tokens"].sum() == full
 
 
 def test_every_preemption_is_counted_once_per_victim():
@@ -343,6 +392,29 @@ def test_every_preemption_is_counted_once_per_victim():
     n = r.summary["preemptions"]
     assert n > 0 and n == r.timeline["preempted"].sum() == r.requests["preemptions"].sum()
     assert np.all(r.requests["completions"] == 1) and r.summary["tokens"] == 600
+
+def test_a_hole_exactly_as_big_as_the_next_region_is_not_external_fragmentation():
+    """Contiguous: free memory is external fragmentation when it lies in holes too small for the next request's
+    region; a hole of exactly that size is usable."""
+    sizes = KVSizes(1.0, 0.0, 0.0, 300.0, 10**6)
+    mgr = Contiguous(sizes, 50)  # each region: prompt + 50 tokens
+    gs = [Group(i, 50, [10]) for i in range(3)]  # three regions of 100 fill the arena
+    assert all(mgr.admit(g) for g in gs) and mgr.free_bytes() == 0 and not mgr.admit(Group(3, 1, [1]))
+    mgr.release(gs[1])  # a hole of 100 in the middle
+    assert mgr.snapshot(Group(4, 50, [1]))[4] == 0  # needs 100: fits the hole
+    assert mgr.snapshot(Group(5, 51, [1]))[4] == 100  # needs 101: the hole is waste
+    assert mgr.admit(Group(6, 50, [3])) and mgr.free_bytes() == 0
+
+
+def test_static_batches_take_up_to_slots_sequences_each():
+    """Static batching: an idle server takes up to `slots` waiting sequences as one padded batch; 7 requests
+    on 3 slots run as batches of 3, 3 and 1, every iteration of a batch over all of its rows."""
+    tr = _traffic([32] * 7, [4, 2, 3, 4, 1, 2, 3], 0.0)
+    r = simulate(SERVE_M, H100, tr, "static", 3, cost=SERVE_COST)
+    rows = list(r.timeline["rows"])
+    assert rows == [3] * 4 + [3] * 4 + [1] * 3  # each batch runs to its longest output
+    assert list(r.timeline["kind"]) == ["prefill", "decode", "decode", "decode"] * 2 + ["prefill", "decode", "decode"]
+    assert r.timeline["generated"].sum() == 19 == r.summary["tokens"]
 
 # ---------------------------------------------------------------- layouts and plans
 from perfmodel import parallel  # noqa: E402
