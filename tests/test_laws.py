@@ -249,6 +249,14 @@ def test_tpot_of_a_lone_request_is_its_mean_decode_step(prompt, out, policy):
     assert r.requests["ttft_s"][0] == pytest.approx(steps[0], rel=1e-12)
     assert r.summary["mean_tpot_s"] == pytest.approx(tpot, rel=1e-12)
     assert r.requests["latency_s"][0] == pytest.approx(steps.sum(), rel=1e-12)
+    assert r.requests["samples"][0] == 1 and r.requests["output_tokens"][0] == out
+    tl = r.timeline
+    if prompt > 1:  # (continuous batching counts a one-token prompt chunk as a decode row)
+        assert list(tl["decode_rows"]) == [0] + [1] * (out - 1)
+        assert list(tl["prefill_tokens"]) == [prompt] + [0] * (out - 1)
+    if policy == "continuous":  # the cache covers the prompt and one more token per step; it is freed at the end
+        assert list(tl["kv_used_bytes"] / SERVE_SIZES.per_token) == [prompt + j for j in range(out - 1)] + [0]
+        assert list(tl["slots_used"]) == list(tl["running"]) == [1] * (out - 1) + [0]
 
 
 @settings(max_examples=20)
@@ -391,6 +399,7 @@ def test_every_preemption_is_counted_once_per_victim():
     r = simulate(SERVE_M, hw, tr, "continuous", None, "paged", 16, False, cost=SERVE_COST)
     n = r.summary["preemptions"]
     assert n > 0 and n == r.timeline["preempted"].sum() == r.requests["preemptions"].sum()
+    np.testing.assert_array_equal(r.timeline["slots_used"], r.timeline["running"])  # one slot per sequence
     assert np.all(r.requests["completions"] == 1) and r.summary["tokens"] == 600
 
 def test_a_hole_exactly_as_big_as_the_next_region_is_not_external_fragmentation():
@@ -415,6 +424,54 @@ def test_static_batches_take_up_to_slots_sequences_each():
     assert rows == [3] * 4 + [3] * 4 + [1] * 3  # each batch runs to its longest output
     assert list(r.timeline["kind"]) == ["prefill", "decode", "decode", "decode"] * 2 + ["prefill", "decode", "decode"]
     assert r.timeline["generated"].sum() == 19 == r.summary["tokens"]
+    assert list(r.timeline["decode_rows"]) == [0, 3, 3, 3] * 2 + [0, 1, 1]
+    assert list(r.timeline["prefill_tokens"]) == [96, 0, 0, 0] * 2 + [32, 0, 0]
+
+@settings(max_examples=20)
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 30)), min_size=1, max_size=10),
+       st.sampled_from(["chunked", "separate"]), st.sampled_from([None, 64, 300]), st.sampled_from([None, 3]))
+def test_each_iteration_is_labelled_by_what_it_carries_and_keeps_to_the_token_budget(reqs, prefill, budget, slots):
+    """An iteration is `decode` when every row decodes, `prefill` when none does (separate prefill: prompts
+    only, the decodes wait) and `mixed` otherwise. Chunked prefill carries every decode and prompt chunks up to
+    the token budget; separate prefill takes whole prompts up to the budget, at least one."""
+    tr = _traffic([p for p, _ in reqs], [o for _, o in reqs], 0.001)
+    r = simulate(SERVE_M, H100, tr, "continuous", slots, "paged", 16, True, prefill, budget, cost=SERVE_COST)
+    tl = r.timeline
+    rows, dec, pre = tl["rows"], tl["decode_rows"], tl["prefill_tokens"]
+    kinds = tl["kind"]
+    assert np.all(dec <= rows)
+    assert np.all((kinds == "decode") == (dec == rows))
+    assert np.all((kinds == "prefill") == ((dec == 0) & (rows > 0) & (prefill == "separate") & (pre > 0)))
+    if prefill == "separate":
+        assert "mixed" not in set(kinds)
+        if budget:
+            assert np.all((pre <= budget) | (rows == 1))
+    elif budget:  # the decodes first, then prompt chunks while the budget lasts
+        assert np.all(pre <= np.maximum(budget - dec, 0))
+    label = prefill if budget is None else f"{prefill}/{budget}"
+    assert r.summary["prefill"] == label and r.summary["kv_manager"] == "paged+shared"
+    assert r.summary["slots"] == (np.inf if slots is None else slots)
+    if slots:
+        assert np.all(tl["slots_used"] <= slots)
+
+
+@given(st.integers(1, 200), st.integers(1, 60), st.integers(0, 60), st.integers(1, 3), st.sampled_from([-1, 0]))
+def test_static_batching_refuses_a_request_exactly_when_its_padded_rows_cannot_fit_alone(prompt, out, spare, n, off):
+    """A padded batch reserves min(max_context, prompt + max_output) tokens per row: a request of n samples
+    runs when n such rows fit after the weights, and is refused up front (not half-run) when they do not."""
+    from perfmodel.errors import SpecError
+    max_out = out + spare
+    tr = Traffic(np.zeros(1), np.array([prompt]), np.array([[out] * n]), max_out, 0, ["r0"])
+    tokens = n * (prompt + max_out)
+    hw = H100.replace(memory_capacity=SERVE_SIZES.weights + (tokens + off) * SERVE_SIZES.per_token)
+    if off < 0:
+        with pytest.raises(SpecError):
+            simulate(SERVE_M, hw, tr, "static", 8, cost=SERVE_COST)
+    else:
+        r = simulate(SERVE_M, hw, tr, "static", 8, cost=SERVE_COST)
+        assert r.summary["tokens"] == n * out and r.summary["kv_manager"] == "padded"
+        assert r.summary["peak_kv_reserved_bytes"] == pytest.approx(tokens * SERVE_SIZES.per_token, rel=1e-12)
+        assert list(r.requests["samples"]) == [n]
 
 # ---------------------------------------------------------------- layouts and plans
 from perfmodel import parallel  # noqa: E402
