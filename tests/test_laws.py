@@ -485,6 +485,24 @@ def test_the_step_cost_charges_decode_rows_at_their_context_rounded_up_to_the_qu
     assert StepCost(SERVE_M, H100, Precision(), q)(rows) == pytest.approx(want, rel=1e-12)
     assert StepCost(SERVE_M, H100, Precision()).q == 16
 
+
+@pytest.mark.xfail(strict=True, raises=(TypeError, ValueError),
+                   reason="perfmodel/engine.py mixed_step: the attention ops built per sequence keep Op.rows as an array "
+                          "over the sequences (T_i*N/K) while their other fields are summed to floats; with "
+                          "gemm_weight_passes or attention_kv_passes != 1, TimeModel.price's packing term "
+                          "np.where(np.asarray(op.rows) > 1, ...) turns the step time into an array: float(rf['time']) "
+                          "raises TypeError (engine.py:388), or decode and prompt rows fail to broadcast (ValueError); "
+                          "serve-sim crashes on a calibrated CPU spec")
+@pytest.mark.parametrize("rows", [[(1, 1)], [(1, 5), (1, 9), (7, 7)]])
+@pytest.mark.parametrize("passes", [{"gemm_weight_passes": 3.0}, {"attention_kv_passes": 2.0}])
+def test_on_a_calibrated_device_that_packs_operands_the_step_cost_is_still_mixed_step(rows, passes):
+    """A BLAS that packs the streamed operand prices each op by its per-row `rows` field, which the incremental
+    replay does not keep: the step cost then is engine.mixed_step itself, to the last bit."""
+    hw = H100.replace(**passes)
+    want = engine.mixed_step(SERVE_M, hw, [t for t, _ in rows], [s for _, s in rows])["latency_s"]
+    assert isinstance(want, float) and want > 0
+    assert StepCost(SERVE_M, hw, Precision(), 1)(rows) == want
+
 # ---------------------------------------------------------------- layouts and plans
 from perfmodel import parallel  # noqa: E402
 from perfmodel.errors import SpecError  # noqa: E402
