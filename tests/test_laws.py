@@ -691,3 +691,91 @@ def test_the_attention_kernel_table_counts_one_layers_score_matrix_and_traffic(S
     assert t["fused_hbm_bytes"][0] == fused
     assert t["unfused_hbm_bytes"][0] == fused + 4 * B * N * S * S * 2
     assert t["traffic_ratio"][0] == t["unfused_hbm_bytes"][0] / fused
+
+
+# ---------------------------------------------------------------- traffic
+from perfmodel.serving import make_traffic, parse_lengths  # noqa: E402
+from perfmodel.serving.traffic import Lengths, read_trace  # noqa: E402
+
+
+@pytest.mark.parametrize("a, b", [("512", "fixed:512"), ("fixed:n=512", " Fixed : 512 "), ("uniform:64,1024", "uniform:min=64,max=1024"),
+                                  ("lognormal:median=18,max=231", "lognormal:max=231,median=18,sigma=1"),
+                                  ("uniform:7,7", "fixed:7")])
+def test_length_distributions_have_one_meaning_however_they_are_written(a, b):
+    la, lb = parse_lengths(a, "o"), parse_lengths(b, "o")
+    if "uniform:7,7" in a:
+        assert (la.lo, la.hi) == (lb.lo, lb.hi) == (7, 7)
+    else:
+        assert la == lb
+    assert parse_lengths(la, "o") is la
+
+
+@pytest.mark.parametrize("spec", ["uniform:0,5", "fixed:5,6", "uniform:min=3", "lognormal:median=3,max=9,mu=2",
+                                  "lognormal:median=0.5,max=9", "lognormal:median=9,max=8", "lognormal:median=3,max=9,sigma=-1",
+                                  "fixed:-2", "uniform:2.5,4", "fixed:", "uniform:1,5,min=1"])
+def test_a_length_distribution_outside_its_domain_is_refused(spec):
+    from perfmodel.errors import SpecError
+    with pytest.raises(SpecError):
+        parse_lengths(spec, "--output-len")
+
+
+def test_lengths_are_drawn_inside_their_range_and_a_zero_spread_lognormal_is_its_median():
+    rng = np.random.default_rng(0)
+    assert set(parse_lengths("lognormal:median=40,max=100,sigma=0", "o").draw(rng, 50)) == {40}
+    x = parse_lengths("lognormal:median=40,max=60,sigma=2", "o").draw(rng, 20000)
+    assert x.min() == 1 and x.max() == 60 and np.median(x) == 40
+    u = parse_lengths("uniform:3,4", "o")
+    assert (u.lo, u.hi, u.max) == (3, 4, 4) and set(u.draw(rng, (40, 3)).ravel()) == {3, 4}
+    assert parse_lengths("lognormal:median=18,max=231", "o").sigma == 1.0
+    assert Lengths("fixed", 5, 5).draw(rng, (2, 3)).shape == (2, 3)
+
+
+def test_poisson_arrivals_start_at_zero_with_exponential_gaps_of_mean_one_over_the_rate():
+    tr = make_traffic(20000, rate=4.0, seed=3)
+    gaps = np.diff(tr.arrival)
+    assert tr.arrival[0] == 0 and np.all(gaps >= 0)
+    assert gaps.mean() == pytest.approx(0.25, rel=0.03) and np.median(gaps) == pytest.approx(0.25 * np.log(2), rel=0.05)
+    all_at_once = make_traffic(8, output_len="fixed:9", samples=3, shared_prefix=100)
+    assert np.all(all_at_once.arrival == 0) and all_at_once.outputs.shape == (8, 3) and all_at_once.max_output == 9
+    assert all_at_once.shared_prefix == 100 and all_at_once.where[7] == "request 7" and all_at_once.n == 8
+    assert make_traffic().n == 64 and make_traffic(output_len="uniform:5,9").max_output == 9
+
+
+@pytest.mark.parametrize("kw", [dict(rate=0), dict(rate=-1.0), dict(rate=float("nan")), dict(rate=float("inf")),
+                                dict(samples=0), dict(shared_prefix=-1), dict(requests=0), dict(requests=2.5)])
+def test_traffic_outside_its_domain_is_refused(kw):
+    from perfmodel.errors import SpecError
+    with pytest.raises(SpecError):
+        make_traffic(**{"requests": 4, **kw})
+    assert make_traffic(4, shared_prefix=0).shared_prefix == 0
+
+
+def test_a_trace_is_read_in_any_column_order_sorted_by_arrival_and_truncated_on_request(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("output_tokens,extra,arrival_s,prompt_tokens\n7,x,2.5,100\n\n3,y,0.5,40\n9,z,0.5,60\n")
+    arr, pr, out, lines = read_trace(p)
+    assert list(arr) == [2.5, 0.5, 0.5] and list(pr) == [100, 40, 60] and list(out) == [7, 3, 9]
+    assert lines == [2, 4, 5]  # the file's row numbers (the blank line is skipped)
+    tr = make_traffic(trace=p, samples=2)
+    assert list(tr.arrival) == [0.5, 0.5, 2.5] and list(tr.prompt) == [40, 60, 100]  # stable for equal times
+    assert tr.outputs.tolist() == [[3, 3], [9, 9], [7, 7]] and tr.max_output == 9
+    assert tr.where == [f"{p}: row 4", f"{p}: row 5", f"{p}: row 2"]
+    two = make_traffic(trace=p, requests=2)
+    assert two.n == 2 and list(two.prompt) == [40, 100]  # the first two rows of the file, then sorted
+
+
+@pytest.mark.parametrize("text, kw", [("arrival_s,prompt_tokens,output_tokens\n0,5,0\n", {}),
+                                      ("arrival_s,prompt_tokens,output_tokens\n-1,5,3\n", {}),
+                                      ("arrival_s,prompt_tokens,output_tokens\n0,5.5,3\n", {}),
+                                      ("arrival_s,prompt_tokens,output_tokens\n0,5\n", {}),
+                                      ("arrival_s,prompt_tokens\n0,5\n", {}),
+                                      ("arrival_s,prompt_tokens,output_tokens\n", {}), ("", {}),
+                                      ("arrival_s,prompt_tokens,output_tokens\n0,5,3\n", {"requests": 2}),
+                                      ("arrival_s,prompt_tokens,output_tokens\n0,5,3\n", {"rate": 2.0}),
+                                      ("arrival_s,prompt_tokens,output_tokens\n0,5,3\n", {"prompt_len": "9"})])
+def test_a_trace_outside_its_domain_is_refused(tmp_path, text, kw):
+    from perfmodel.errors import SpecError
+    p = tmp_path / "t.csv"
+    p.write_text(text)
+    with pytest.raises(SpecError):
+        make_traffic(trace=p, **kw)
