@@ -779,3 +779,16 @@ def test_a_trace_outside_its_domain_is_refused(tmp_path, text, kw):
     p.write_text(text)
     with pytest.raises(SpecError):
         make_traffic(trace=p, **kw)
+
+
+@pytest.mark.parametrize("prec, parts", [
+    (Precision("int4"), ["weights int4-g128 (4.125 bits)", "kept in bf16", "weight-only", "bf16 rate"]),
+    (Precision("fp8", "fp8"), ["weights fp8 (8 bits)", "kept in bf16", "activations fp8", "fp8 tensor rate"]),
+    (Precision(), ["weights bf16 (16 bits)", "bf16 tensor rate"]),
+    (Precision("int8", kv="fp8"), ["(8.004 bits)", "KV cache fp8", "weight-only"]),  # 8 + 16/4096 bits per weight
+    (Precision("int4", quantize_embeddings=True), ["int4-g128", "weight-only"])])
+def test_the_quantization_note_says_what_is_quantized_and_at_which_rate_the_math_runs(prec, parts):
+    note = whatif.quantization_note(prec)
+    assert all(p in note for p in parts), note
+    wf, af, _, hf = prec.formats()
+    assert ("kept in" in note) == (hf is not wf) and ("weight-only" in note) == (wf.bits < af.bits)
