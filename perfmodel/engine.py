@@ -383,6 +383,9 @@ def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None 
                     for f in ("flops", "kv_read", "act_read", "act_write", "kv_write"):
                         setattr(op, f, float(np.sum(getattr(op, f) + 0 * T[mask])))
                     op.w_read = float(np.max(op.w_read + 0 * T[mask]))  # weights (sink logits) read once per kernel
+                    # query rows per streamed K/V head: T_i N/K is > 1 for every row of a mask or for none
+                    # (T = 1 in decode, T > 1 in a chunk), so the packing term of the summed kernel is exact
+                    op.rows = float(np.min(op.rows + 0 * T[mask]))
                     seq_ops.append(op)
     rf = roofline(token_ops + seq_ops, hw, prec, layout=lay, tm=tm or time_model(mode, hw, impl))
     return {"latency_s": float(rf["time"]), "flops": float(rf["flops"]), "bytes": float(rf["bytes"]),

@@ -195,6 +195,10 @@ def _unit_interval(values, name):
 
 
 # ---------------------------------------------------------------- attention kernels
+# the ops of the attention kernel itself (not the pre-attention norm, nor the projections)
+ATTENTION_KERNEL_OPS = ("attn_qk", "attn_softmax", "attn_av")
+
+
 def attention_kernels(seq=(512, 2048, 8192, 32768, 131072), heads=32, head_dim=128, kv_heads=None, batch=1,
                       dtype="fp16", model=None, sets=None) -> dict:
     """One attention call (prefill over `seq` tokens) in a fused and an unfused kernel: score-matrix
@@ -216,7 +220,7 @@ def attention_kernels(seq=(512, 2048, 8192, 32768, 131072), heads=32, head_dim=1
                                position="none"), "attention")
     out = {}
     for kernel in ("fused", "unfused"):
-        ops = [o for o in build_ops(one, B, S, S, "prefill", prec, kernel) if o.name.startswith("attn_")]
+        ops = [o for o in build_ops(one, B, S, S, "prefill", prec, kernel) if o.name in ATTENTION_KERNEL_OPS]
         out[kernel] = (sum(o.bytes for o in ops), np.max([np.asarray(o.act_read + o.act_write + 0 * S) for o in ops], axis=0),
                        sum(o.flops for o in ops))
     score = S * S * f.bits / 8  # one head's S x S matrix

@@ -486,13 +486,6 @@ def test_the_step_cost_charges_decode_rows_at_their_context_rounded_up_to_the_qu
     assert StepCost(SERVE_M, H100, Precision()).q == 16
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, ValueError),
-                   reason="perfmodel/engine.py mixed_step: the attention ops built per sequence keep Op.rows as an array "
-                          "over the sequences (T_i*N/K) while their other fields are summed to floats; with "
-                          "gemm_weight_passes or attention_kv_passes != 1, TimeModel.price's packing term "
-                          "np.where(np.asarray(op.rows) > 1, ...) turns the step time into an array: float(rf['time']) "
-                          "raises TypeError (engine.py:388), or decode and prompt rows fail to broadcast (ValueError); "
-                          "serve-sim crashes on a calibrated CPU spec")
 @pytest.mark.parametrize("rows", [[(1, 1)], [(1, 5), (1, 9), (7, 7)]])
 @pytest.mark.parametrize("passes", [{"gemm_weight_passes": 3.0}, {"attention_kv_passes": 2.0}])
 def test_on_a_calibrated_device_that_packs_operands_the_step_cost_is_still_mixed_step(rows, passes):
@@ -502,6 +495,23 @@ def test_on_a_calibrated_device_that_packs_operands_the_step_cost_is_still_mixed
     want = engine.mixed_step(SERVE_M, hw, [t for t, _ in rows], [s for _, s in rows])["latency_s"]
     assert isinstance(want, float) and want > 0
     assert StepCost(SERVE_M, hw, Precision(), 1)(rows) == want
+
+@pytest.mark.parametrize("name", ["llama-2-13b", "llama-3.1-8b", "mixtral-8x7b", "deepseek-v2-lite"])
+@pytest.mark.parametrize("passes", [{"gemm_weight_passes": 3.0}, {"attention_kv_passes": 2.0}])
+def test_on_a_device_that_packs_operands_equal_rows_of_a_mixed_step_are_one_plain_step(name, passes):
+    """The varlen attention kernel of a mixed step packs each shared K/V head as one sequence's kernel does:
+    16 equal decodes cost one decode step at B = 16, and 4 equal prompt chunks one prefill at B = 4."""
+    m, hw = pm.load_model(name), H100.replace(**passes)
+    mixed = engine.mixed_step(m, hw, np.ones(16), np.full(16, 1024.0))["latency_s"]
+    assert mixed == pytest.approx(engine.evaluate(m, hw, 16, 1024)["latency_s"][0, 0], rel=1e-12)
+    chunk = engine.mixed_step(m, hw, np.full(4, 512.0), np.full(4, 512.0))["latency_s"]
+    assert chunk == pytest.approx(engine.evaluate(m, hw, 4, 512, "prefill")["latency_s"][0, 0], rel=1e-12)
+    base = engine.mixed_step(m, H100, np.ones(16), np.full(16, 1024.0))["latency_s"]
+    # packing costs time where a streamed operand is shared by several rows: always for weights at B = 16,
+    # for a K/V head only where query heads share it (GQA: N / K rows; MLA: the latent, N rows); MHA decode
+    # has one row per head and packs nothing
+    assert mixed > base if ("gemm_weight_passes" in passes or m.N > m.K or m.mla) else mixed == base
+
 
 # ---------------------------------------------------------------- layouts and plans
 from perfmodel import parallel  # noqa: E402
@@ -677,10 +687,6 @@ def test_speculative_costs_from_the_engine_are_ratios_of_roofline_steps():
     assert t["best_gamma"][0] == t["best_gamma"][1] and 1 <= t["best_gamma"][0] <= 32
 
 
-@pytest.mark.xfail(strict=True, reason="perfmodel/whatif.py attention_kernels selects ops by name.startswith('attn_'), "
-                   "which takes the pre-attention RMSNorm (attn_norm) into the attention kernel: its 2*M*D*a + D*w "
-                   "bytes and 4*M*D FLOPs are added to fused_hbm_bytes, unfused_hbm_bytes and flops, and it sets "
-                   "fused_peak_bytes (e.g. S=8192, N=32, H=64, fp16: fused 201,330,688 B instead of 134,217,728)")
 @pytest.mark.parametrize("S, N, B", [(64, 1, 1), (1000, 8, 2), (8192, 32, 1)])
 def test_the_attention_kernel_table_counts_one_layers_score_matrix_and_traffic(S, N, B):
     t = whatif.attention_kernels([S], heads=N, head_dim=64, batch=B, dtype="fp16")
