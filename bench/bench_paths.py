@@ -242,6 +242,42 @@ def test_suite() -> dict:
 
 
 # ---------------------------------------------------------------- report
+def report(res: dict) -> None:
+    """The tables of one run (a fresh one, or a saved JSON with --markdown)."""
+    la = (res.get("peers") or {}).get("results", {})
+    la_pub, la_lean = la.get("llm-analysis public"), la.get("llm-analysis lean")
+    print("\n1. one point, warm, from catalog names (median of calls)")
+    rows = [[k, fs(v)] + ([f"{la_pub / v:.2f}x"] if la_pub else []) for k, v in res["single"].items()]
+    if la_pub:
+        rows += [["llm-analysis inference() (public)", fs(la_pub), "1.00x"],
+                 ["llm-analysis decode part only (lean)", fs(la_lean), f"{la_pub / la_lean:.2f}x"]]
+    print(table(["call", "time", "llm-analysis inference() / this"][:3 if la_pub else 2], rows))
+    if res.get("peers_why"):
+        print(f"   peers not measured: {res['peers_why']}")
+    print("\n2. spec loading (a fresh process)")
+    print(table(["step", "time"], [[k, fs(v) if isinstance(v, float) else str(v)] for k, v in res["loading"].items()]))
+    print("\n3. sweeps of Llama 2 13B on an H100 (batch 1..1024 x context 128:...:128), whole commands")
+    rows = []
+    for k in ("DataFrame", "sweep -o .csv", "sweep -o .parquet"):
+        v = res["sweeps"][k]
+        rows.append([k, f"{v['rows']:,}", f"{v['s']:.2f} s", f"{v['rows_per_s'] / 1e6:.2f} M/s",
+                     f"{v['peak_rss'] / 1e6:.0f} MB", f"{v.get('x_llm_analysis_per_row', float('nan')):,.0f}"])
+    print(table(["path", "rows", "time", "rows/s", "peak RSS", "x llm-analysis per row"], rows))
+    print()
+    print(table(["CSV streaming rows", "time", "rows/s", "peak RSS"],
+                [[f"{m['rows']:,}", f"{m['s']:.2f} s", f"{m['rows_per_s'] / 1e6:.2f} M/s", f"{m['peak_rss'] / 1e6:.0f} MB"]
+                 for m in res["sweeps"]["CSV streaming memory"]]))
+    print("\n4. serve-sim (continuous batching, whole commands)")
+    print(table(["setting", "requests", "time", "requests", "time", "ratio"],
+                [[k, f"{v['small']:,}" if "small" in v else "", f"{v['small_s']:.2f} s" if "small_s" in v else "",
+                  f"{v['big']:,}", f"{v['big_s']:.2f} s", f"{v['ratio']:.2f}x" if "ratio" in v else ""]
+                 for k, v in res["serving"].items()]))
+    print("\n5. plan, plot and a cold query (whole commands unless marked)")
+    print(table(["path", "time"], [[k, fs(v)] for k, v in res["plan_plot"].items()]))
+    if res.get("tests"):
+        print(f"\n6. the test suite: {res['tests']['s']:.1f} s ({res['tests']['summary']})")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--peer-python", default=str(ROOT / "bench" / ".venv-peers" / "bin" / "python"))
@@ -250,7 +286,11 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="also stream 10^8 rows (about a minute)")
     ap.add_argument("--tests", action="store_true", help="also time the whole test suite")
     ap.add_argument("--out-dir", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--markdown", metavar="RESULTS_JSON", help="print the tables of a saved run and exit")
     a = ap.parse_args(argv)
+    if a.markdown:
+        report(json.loads(Path(a.markdown).read_text()))
+        return 0
     started = datetime.datetime.now()
     info = {"date": started.isoformat(timespec="seconds"), "python": platform.python_version(), "nproc": os.cpu_count(),
             "loadavg_at_start": os.getloadavg(), "platform": platform.platform(),
@@ -260,43 +300,16 @@ def main(argv=None) -> int:
           f"{info['loadavg_at_start'][0]:.2f}; commit {info['commit']}", flush=True)
     res = {"machine": info, "targets": TARGETS}
     res["single"] = single_queries(a.quick)
-    res["peers"], why = (None, "--no-peers") if a.no_peers else peers(a.peer_python, a.quick)
-    la = (res["peers"] or {}).get("results", {})
-    la_pub, la_lean = la.get("llm-analysis public"), la.get("llm-analysis lean")
-    print("\n1. one point, warm, from catalog names (median of calls)")
-    rows = [[k, fs(v)] + ([f"{la_pub / v:.2f}x"] if la_pub else []) for k, v in res["single"].items()]
-    if la_pub:
-        rows += [["llm-analysis inference() (public)", fs(la_pub), "1.00x"],
-                 ["llm-analysis decode part only (lean)", fs(la_lean), f"{la_pub / la_lean:.2f}x"]]
-    print(table(["call", "time", "llm-analysis inference() / this"][:3 if la_pub else 2], rows))
-    if why:
-        print(f"   peers not measured: {why}")
+    res["peers"], res["peers_why"] = (None, "--no-peers") if a.no_peers else peers(a.peer_python, a.quick)
+    la_pub = (res["peers"] or {}).get("results", {}).get("llm-analysis public")
     res["loading"] = spec_loading()
-    print("\n2. spec loading (a fresh process)")
-    print(table(["step", "time"], [[k, fs(v) if isinstance(v, float) else str(v)] for k, v in res["loading"].items()]))
     res["sweeps"] = sweeps(a.quick, a.full, la_pub)
-    print("\n3. sweeps of Llama 2 13B on an H100 (batch 1..1024 x context 128:...:128), whole commands")
-    rows = []
-    for k in ("DataFrame", "sweep -o .csv", "sweep -o .parquet"):
-        v = res["sweeps"][k]
-        rows.append([k, f"{v['rows']:,}", f"{v['s']:.2f} s", f"{v['rows_per_s'] / 1e6:.2f} M/s",
-                     f"{v['peak_rss'] / 1e6:.0f} MB", f"{v.get('x_llm_analysis_per_row', float('nan')):,.0f}"])
-    print(table(["path", "rows", "time", "rows/s", "peak RSS", "x llm-analysis per row"], rows))
-    print(table(["CSV streaming rows", "time", "rows/s", "peak RSS"],
-                [[f"{m['rows']:,}", f"{m['s']:.2f} s", f"{m['rows_per_s'] / 1e6:.2f} M/s", f"{m['peak_rss'] / 1e6:.0f} MB"]
-                 for m in res["sweeps"]["CSV streaming memory"]]))
     res["serving"] = serving(a.quick)
-    print("\n4. serve-sim (continuous batching, whole commands)")
-    print(table(["setting", "requests", "time", "requests", "time", "ratio"],
-                [[k, f"{v.get('small', ''):,}" if "small" in v else "", f"{v['small_s']:.2f} s" if "small_s" in v else "",
-                  f"{v['big']:,}", f"{v['big_s']:.2f} s", f"{v['ratio']:.2f}x" if "ratio" in v else ""]
-                 for k, v in res["serving"].items()]))
     res["plan_plot"] = plan_plot(a.quick)
-    print("\n5. plan, plot and a cold query (whole commands unless marked)")
-    print(table(["path", "time"], [[k, fs(v)] for k, v in res["plan_plot"].items()]))
     if a.tests:
         res["tests"] = test_suite()
-        print(f"\n6. the test suite: {res['tests']['s']:.1f} s ({res['tests']['summary']})")
+    res["machine"]["loadavg_at_end"] = os.getloadavg()
+    report(res)
     Path(a.out_dir).mkdir(parents=True, exist_ok=True)
     path = Path(a.out_dir) / f"paths-{started:%Y-%m-%d-%H%M%S}.json"
     path.write_text(json.dumps(res, indent=1, default=str) + "\n")
