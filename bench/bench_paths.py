@@ -237,7 +237,7 @@ def plan_plot(quick: bool) -> dict:
 
 
 def test_suite() -> dict:
-    r = child([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"], timeout=1800)
+    r = child([PY, "-m", "pytest", "-n", "auto", "-q", "-p", "no:cacheprovider"], timeout=1800)  # the README command
     return {"s": r["s"], "summary": r["stdout"].strip().splitlines()[-1]}
 
 

@@ -57,12 +57,6 @@ def _legend(ax_or_fig) -> list[str]:
     return [t.get_text() for leg in legs if leg for t in leg.get_texts()]
 
 
-@pytest.fixture(autouse=True)
-def _close():
-    yield
-    gc.collect()  # the figures are not pyplot's (plots._Figures): freed once unreferenced
-
-
 def test_drawing_a_figure_never_imports_pyplot(tmp_path):
     """pyplot (a GUI backend, a figure manager) is a fifth of a cold `perfmodel plot`; the plots never need it."""
     import subprocess
