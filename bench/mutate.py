@@ -325,6 +325,7 @@ def all_tests(work: Path) -> list[str]:
 class Runner:
     def __init__(self, base: Path, jobs: int, rev, overlay, timeout_factor: float, fast: str):
         self.base, self.rev, self.overlay, self.factor = base, rev, overlay, timeout_factor
+        self.fast_only = False  # --fast-only: a mutant that passes the first stage is left survived
         self.works = [base / f"w{j}" for j in range(jobs)]
         for w in self.works:
             copy_tree(w, rev, overlay)
@@ -340,7 +341,7 @@ class Runner:
             return [], self.tests
         fast = FAST.get(file, []) if self.fast_mode == "auto" else self.fast_mode.split(",")
         fast = [t for t in fast if t in self.tests]
-        return fast, [t for t in self.tests if t not in fast]
+        return fast, ([] if self.fast_only else [t for t in self.tests if t not in fast])
 
     def baseline(self, files: list[str]) -> dict:
         """Run the suite unmutated: tests that fail here are deselected; stage times set the timeouts."""
@@ -481,6 +482,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rev", help="mutate the tree of this commit (git archive) instead of the working tree")
     ap.add_argument("--overlay", nargs="*", default=[], help="working-tree files copied over the tree")
     ap.add_argument("--fast", default="auto", help="first-stage test files: auto (per file), none, or a,b,c")
+    ap.add_argument("--fast-only", action="store_true", help="run the first stage only (with --rerun survived "
+                                                             "--overlay NEW_TESTS: which survivors the new tests kill)")
     ap.add_argument("--timeout-factor", type=float, default=3.0, help="stage limit: factor x unmutated time + 30 s")
     ap.add_argument("--resume", action="store_true", help="skip mutants already recorded in --out")
     ap.add_argument("--rerun", choices=["survived", "timeout", "error"], help="rerun the mutants of --out "
@@ -542,6 +545,7 @@ def main(argv=None) -> int:
     print(f"{len(muts)} mutants in scope, {len(todo)} to run, copies in {base}", flush=True)
     try:
         runner = Runner(base, max(1, a.jobs), a.rev, a.overlay, a.timeout_factor, a.fast)
+        runner.fast_only = a.fast_only
         t0 = time.monotonic()
         meta = runner.baseline(sorted({m.file for m in todo}) if not a.planted else [])
         print(f"baseline: {meta}", flush=True)
