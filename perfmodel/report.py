@@ -102,11 +102,16 @@ def render(table: dict, fmt: str, columns=None, human_columns=None) -> str:
     n = len(table[cols[0]]) if cols else 0
     lay = has_layout(table)
     cells = [[header(c, lay) for c in cols]] + [[_human(c, table[c][i]) for c in cols] for i in range(n)]
-    widths = [max(len(r[j]) for r in cells) for j in range(len(cols))]
-    numeric = [all(_is_num(table[c][i]) for i in range(n)) for c in cols]
+    return align(cells, [all(_is_num(table[c][i]) for i in range(n)) for c in cols])
+
+
+def align(cells: list[list[str]], right: list[bool]) -> str:
+    """Rows of text cells (the first the header) as columns two spaces apart, a rule under the header;
+    right-aligned where `right` says (numbers), left otherwise."""
+    widths = [max(len(r[j]) for r in cells) for j in range(len(right))]
     lines = []
     for k, r in enumerate(cells):
-        lines.append("  ".join(x.rjust(w) if numeric[j] else x.ljust(w) for j, (x, w) in enumerate(zip(r, widths))).rstrip())
+        lines.append("  ".join(x.rjust(w) if a else x.ljust(w) for x, w, a in zip(r, widths, right)).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)

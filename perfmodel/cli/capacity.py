@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from .common import ADtype, Fmt, Impl, KVDtype, Sets, WDtype, _fmt, _out, _sets, app, mode_note
-from ..report import _human, _is_num, render
+from ..report import _human, _is_num, align, render
 
 HUMAN = [("hardware", "hardware"), ("serving", "serving"), ("layout", "layout"), ("devices", "devices"),
          ("goodput_rps", "goodput/s"), ("goodput_range", "seeds min-max"), ("output_tok_s", "tokens/s"),
@@ -53,14 +53,8 @@ def _render(t: dict, fmt: str, columns: list, q: float = 99.0) -> str:
         cols = [(c, h) for c, h in cols if c != "note"]
     n = len(t["hardware"])
     cells = [[h for _, h in cols]] + [[_cell(c, t.get(c, [None] * n)[i], t, i) for c, _ in cols] for i in range(n)]
-    width = [max(len(r[j]) for r in cells) for j in range(len(cols))]
     right = [c not in ("hardware", "serving", "layout", "binding", "note", "pareto") for c, _ in cols]
-    lines = []
-    for k, r in enumerate(cells):
-        lines.append("  ".join(x.rjust(w) if a else x.ljust(w) for x, w, a in zip(r, width, right)).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * w for w in width))
-    return "\n".join(lines)
+    return align(cells, right)
 
 
 def footer(summary: dict) -> list[str]:

@@ -12,7 +12,7 @@ import typer
 from .. import api, serving
 from .common import (EP, PP, TP, Energy, Impl, Price, ADtype, Fmt, KVDtype, Replicas, Sets, WDtype, _fmt, _out,
                      _sets, app, mode_note)
-from ..report import _human, _is_num, render
+from ..report import _human, _is_num, align, render
 
 Model = typer.Option(api.DEFAULT_MODEL, "-m", "--model", metavar="<name>", help="Model catalog name or YAML path.")
 Hardware = typer.Option(api.DEFAULT_HARDWARE, "-H", "--hardware", metavar="<name>", help="Hardware catalog name or YAML path.")
@@ -66,14 +66,8 @@ def _render(table: dict, fmt: str, columns: list, human: list) -> str:
     cols = [(c, (_LAYOUT_HEAD.get(c, h) if lay else h)) for c, h in human if c in table]
     n = len(table[cols[0][0]])
     cells = [[h for _, h in cols]] + [[_cell(c, table[c][i]) for c, _ in cols] for i in range(n)]
-    width = [max(len(r[j]) for r in cells) for j in range(len(cols))]
     right = [all(_is_num(table[c][i]) for i in range(n)) for c, _ in cols]
-    lines = []
-    for k, r in enumerate(cells):
-        lines.append("  ".join(x.rjust(w) if a else x.ljust(w) for x, w, a in zip(r, width, right)).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * w for w in width))
-    return "\n".join(lines)
+    return align(cells, right)
 
 
 def _budget(v: Optional[str]):
