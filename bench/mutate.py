@@ -533,10 +533,12 @@ def main(argv=None) -> int:
         want = {i for i, m in done.items() if m["outcome"] == a.rerun}
         todo = [m for m in muts if m.id in want]
     else:
-        todo = [m for m in muts if m.id not in done] if a.resume else list(muts)
-        if a.sample:
+        todo = list(muts)
+        if a.sample:  # the same sample with or without --resume: drawn from the whole scope, then filtered
             rng = random.Random(a.seed)
             todo = sorted(rng.sample(todo, min(a.sample, len(todo))), key=lambda m: (m.file, m.start))
+        if a.resume:
+            todo = [m for m in todo if m.id not in done]
     if a.only:
         todo = [m for m in todo if m.id in set(a.only)]
     if a.max_mutants is not None:

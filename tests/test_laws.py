@@ -112,7 +112,7 @@ def test_units_round_trip(x, unit):
 @pytest.mark.parametrize("text, dim, value", [
     ("80 GB", "bytes", 80e9), ("80 GiB", "bytes", 80 * 2**30), ("4 TiB", "bytes", 4 * 2**40), ("1 KiB/s", "bytes/s", 1024),
     (".5 kB", "bytes", 500), ("+1e3 B", "bytes", 1e3), ("1 bytes", "bytes", 1), ("2 MB", "bytes", 2e6),
-    ("3 PB", "bytes", 3e15), ("1 EB", "bytes", 1e18), ("400 Gbps", "bytes/s", 50e9), ("8 kb/s", "bytes/s", 1e3),
+    ("3 PB", "bytes", 3e15), ("1 EB", "bytes", 1e18), ("1 KB", "bytes", 1e3), ("2 PiB", "bytes", 2 * 2**50), ("400 Gbps", "bytes/s", 50e9), ("8 kb/s", "bytes/s", 1e3),
     ("2 PFLOPS", "flop/s", 2e15), ("130 TOPS", "flop/s", 130e12), ("5 MFLOP/s", "flop/s", 5e6),
     ("700 W", "W", 700), ("1 kW", "W", 1e3), ("1.2 kW", "W", 1200), ("50 ms", "s", 0.05), ("12 us", "s", 12e-6),
     ("3 µs", "s", 3e-6), ("7 ns", "s", 7e-9), ("2 s", "s", 2), ("$2.49/h", "USD/h", 2.49), ("3 USD/hr", "USD/h", 3),
@@ -120,6 +120,19 @@ def test_units_round_trip(x, unit):
 def test_quantities_are_read_in_si_units_with_decimal_and_binary_prefixes(text, dim, value):
     """units.py: decimal prefixes are powers of 1000, binary (Ki, Mi, ...) of 1024, bits are 1/8 byte."""
     assert parse_quantity(text, dim) == pytest.approx(value, rel=1e-15)
+
+
+@pytest.mark.parametrize("text, value", [("128k", 128_000), ("128K", 128_000), ("3M", 3e6), ("1G", 1e9), ("128Ki", 131_072),
+                                         ("2Mi", 2 * 2**20), ("1Gi", 2**30), ("1.5k", 1500), ("7", 7)])
+def test_counts_take_decimal_and_binary_suffixes(text, value):
+    """units.parse_count: k/K/M/G are powers of 1000 (128k = 128,000 tokens), Ki/Mi/Gi of 1024."""
+    from perfmodel.units import parse_count
+    assert parse_count(text) == value
+
+
+@pytest.mark.parametrize("x, text", [(0, "0 B"), (1, "1 B"), (999, "999 B"), (1000, "1 kB"), (1.5e9, "1.5 GB")])
+def test_byte_counts_print_with_the_largest_decimal_prefix_below_them(x, text):
+    assert fmt_bytes(x) == text
 
 
 @pytest.mark.parametrize("text, dim", [("80 GB", "bytes/s"), ("3 TB/s", "bytes"), ("1 furlong", "bytes"), ("", "bytes"),
@@ -714,6 +727,12 @@ def test_length_distributions_have_one_meaning_however_they_are_written(a, b):
     else:
         assert la == lb
     assert parse_lengths(la, "o") is la
+
+
+def test_a_lognormal_median_need_not_be_a_whole_number_of_tokens():
+    """The median of a lognormal length is a real number (its cap and the drawn lengths are whole)."""
+    la = parse_lengths("lognormal:median=18.5,max=231", "--output-len")
+    assert la.median == 18.5 and la.hi == 231
 
 
 @pytest.mark.parametrize("spec", ["uniform:0,5", "fixed:5,6", "uniform:min=3", "lognormal:median=3,max=9,mu=2",

@@ -332,3 +332,14 @@ def test_serving_refuses_pipelines_in_one_line(capsys):
     assert main(["serve-sim", "--requests", "8", "--pp", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--pp" in err[0]
+
+
+@pytest.mark.parametrize("prompt, budget, per_step", [(400, 512, 1), (200, 512, 2), (2, 512, 4)])
+def test_separate_prefill_steps_hold_as_many_whole_prompts_as_the_token_budget_allows(prompt, budget, per_step):
+    """Four prompts arriving together: each separate prefill iteration takes whole prompts while they fit in
+    the budget, so first tokens come in groups of `per_step`, one group per prefill iteration."""
+    tr = make_traffic(requests=4, prompt_len=str(prompt), output_len="8")
+    r = simulate(M, HW, tr, "continuous", 8, prefill="separate", token_budget=budget, prec=PREC, cost=COST)
+    first = np.asarray(r.requests["first_token_s"])
+    assert len(np.unique(first)) == 4 // per_step
+    assert np.all(np.unique(first, return_counts=True)[1] == per_step)
