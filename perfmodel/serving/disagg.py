@@ -35,7 +35,7 @@ from .. import engine
 from ..errors import DataWarning, SpecError
 from ..ops import COMM, Layout, Op
 from . import fastsim
-from .capacity import (TRACE_MIN, Instance, _row, _verdict, analytic, search_seeds, trace_length)
+from .slo import (TRACE_MIN, Instance, _row, _verdict, analytic, search_seeds, trace_length)
 
 VERIFY = 3  # coupled checks at most, best estimate first, while a better estimate remains
 
