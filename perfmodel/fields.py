@@ -43,7 +43,11 @@ def _choice(v, where, fld, choices):
 def _check_keys(d: dict, allowed, where, prefix=""):
     for k in d:
         if k not in allowed:
-            raise SpecError(where, f"{prefix}{k}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+            import difflib
+
+            near = difflib.get_close_matches(str(k), sorted(allowed), n=1, cutoff=0.75)  # a typo: n_layrs
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise SpecError(where, f"{prefix}{k}", f"unknown field ({hint}allowed: {', '.join(sorted(allowed))})")
 
 
 def _need(d: dict, keys, where, prefix=""):

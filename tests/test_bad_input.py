@@ -88,6 +88,14 @@ def test_bad_hardware_fields(capsys, write, edit, field, words):
     assert "gpu.yaml" in line and field in line and words in line, line
 
 
+def test_a_mistyped_field_names_the_field_it_was_probably_meant_to_be(capsys, write):
+    p = write("typo.yaml", "base: llama-2-13b\nname: typo\nn_layrs: 40\n")
+    line = one_line_error(capsys, "decode", "-m", p)
+    assert "typo.yaml" in line and "n_layrs" in line and "did you mean n_layers?" in line, line
+    far = write("far.yaml", "base: llama-2-13b\nname: far\nzzz: 1\n")
+    assert "did you mean" not in one_line_error(capsys, "decode", "-m", far)
+
+
 def test_base_cycle_is_reported(capsys, write):
     write("a.yaml", "base: b.yaml\nname: a\n")
     b = write("b.yaml", "base: a.yaml\nname: b\n")
