@@ -673,7 +673,8 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
               prompt_len="512", output_len="lognormal:median=18,max=231", kv_manager="paged", block_size=16,
               shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
               weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
-              replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None):
+              replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None, concurrency=None,
+              warmup=None):
     """The serving simulator: static and/or continuous batching of a generated (or traced) traffic
     on one replica, each iteration priced by the engine. One summary row per policy.
 
@@ -704,12 +705,17 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
     mode : 'roofline' or 'achievable' (the step cost's)
     impl : {_IMPL}
     max_tokens : int -- refuse to simulate more generated tokens than this over all runs (default 5,000,000)
+    concurrency : int -- a closed loop of N clients (each sends its next request when its last returns;
+        vLLM bench serve --max-concurrency, AIPerf --concurrency) instead of open-loop arrivals; requests
+        then defaults to 10 N
+    warmup : int -- closed loop: the first requests, run but not measured (default 2 N)
 
     Returns
     -------
     DataFrame: policy, mode, requests, sequences, tokens, steps (int), makespan_s (s),
     throughput_tok_s (tokens/s), mean/p50/p90/p99 latency_s, ttft_s and tpot_s (s), occupancy and KV
-    memory columns (bytes).
+    memory columns (bytes); request_rate (1/s) and mean_in_flight (Little's law over the measured
+    window); with concurrency also concurrency, warmup, throughput_per_device and tok_s_per_user.
 
     Example
     -------
@@ -722,7 +728,7 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
     return _frame(serving.serve_sim(model, hardware, policy, requests, slots, rate, trace, prompt_len, output_len,
                                     kv_manager, block_size, shared_prefix, samples, sharing, prefill, token_budget, seed,
                                     weights_dtype, kv_dtype, act_dtype, sets, cost_quantum, tp, pp, ep, replicas, price,
-                                    energy, mode, impl, max_tokens))
+                                    energy, mode, impl, max_tokens, concurrency, warmup))
 
 
 def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
@@ -1199,7 +1205,8 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                prompt_len="512", output_len="lognormal:median=18,max=231", kv_manager="paged", block_size=16,
                shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
                weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
-               replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None) -> list:
+               replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None, concurrency=None,
+               warmup=None) -> list:
     """serve_sim's runs themselves: a SimResult per policy, with the per-request rows and the
     per-iteration timeline (what plots.serving draws). Parameters as in serve_sim.
 
@@ -1218,7 +1225,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     return serving.serve_runs(model, hardware, policy, requests, slots, rate, trace, prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, token_budget, seed,
                               weights_dtype, kv_dtype, act_dtype, sets, cost_quantum, tp, pp, ep, replicas, price,
-                              energy, mode, impl, max_tokens)
+                              energy, mode, impl, max_tokens, concurrency, warmup)
 
 
 # ---------------------------------------------------------------- notebooks

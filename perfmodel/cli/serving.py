@@ -40,6 +40,15 @@ SIM_HUMAN = [("policy", "policy"), ("mode", "mode"), ("kv_manager", "KV"), ("pre
              ("mean_latency_s", "mean latency"), ("p50_latency_s", "p50 latency"), ("p99_latency_s", "p99 latency"),
              ("mean_ttft_s", "mean TTFT"), ("p99_ttft_s", "p99 TTFT"), ("mean_tpot_s", "mean TPOT"),
              ("p99_tpot_s", "p99 TPOT"), ("peak_running", "peak seqs"), ("preemptions", "preempted")]
+CLOSED_HUMAN = [("concurrency", "clients"), ("p90_ttft_s", "p90 TTFT"), ("p50_tpot_s", "p50 TPOT"),
+                ("p90_tpot_s", "p90 TPOT"), ("p90_latency_s", "p90 E2E"), ("request_rate", "req/s"),
+                ("mean_in_flight", "in flight"), ("throughput_per_device", "tokens/s/device"),
+                ("tok_s_per_user", "tokens/s/user")]
+Concurrency = typer.Option(None, "--concurrency", metavar="<int>",
+                           help="A closed loop of N clients, each sending its next request when its last returns "
+                                "(vLLM bench serve --max-concurrency, AIPerf --concurrency); default: open loop.")
+Warmup = typer.Option(None, "--warmup", metavar="<int>",
+                      help="Closed loop: requests run first and left out of the statistics (default 2 x concurrency).")
 LAYOUT_HUMAN = [("tp", "tp"), ("ep", "ep"), ("replicas", "replicas")]
 KV_HUMAN = [("manager", "manager"), ("mode", "mode"), ("block_size", "block"), ("peak_sequences", "peak seqs"),
             ("mean_sequences", "mean seqs"), ("mean_used_bytes", "used"), ("mean_reserved_bytes", "reserved"),
@@ -91,16 +100,17 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, tp: int = TP, pp: int = PP, ep: int = EP,
               replicas: int = Replicas, price: Optional[str] = Price, energy: bool = Energy,
               mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="Step cost: roofline (the ideal bound) or achievable."),
-              impl: Optional[str] = Impl, max_tokens: Optional[int] = MaxTokens):
+              impl: Optional[str] = Impl, max_tokens: Optional[int] = MaxTokens,
+              concurrency: Optional[str] = Concurrency, warmup: Optional[str] = Warmup):
     """Simulate serving: static vs continuous batching on the engine's step cost."""
     fmt = _fmt(fmt)
     runs = serving.serve_runs(model, hardware, policy, requests, slots, rate, trace,
                               prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, _budget(token_budget),
                               seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum, tp, pp, ep,
-                              replicas, price, energy, mode, impl, max_tokens)
+                              replicas, price, energy, mode, impl, max_tokens, concurrency, warmup)
     econ = [c for c in serving.ECONOMICS if c in runs[0].summary]
-    extra = [c for c in ["impl"] if c in runs[0].summary]
+    extra = [c for c in ["impl"] + serving.CLOSED if c in runs[0].summary]
     table = serving._table([r.summary for r in runs], serving.SUMMARY + extra + econ)
     if timeline:
         from ..fileio import write_text
@@ -109,6 +119,8 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
     from ..report import has_layout
 
     human = SIM_HUMAN + (LAYOUT_HUMAN if has_layout(table) else []) + [(c, c) for c in econ]
+    if concurrency is not None:
+        human = human[:4] + CLOSED_HUMAN[:1] + human[4:] + CLOSED_HUMAN[1:]
     _out(_render(table, fmt, serving.SUMMARY + extra + econ, human))
     if fmt == "table" and len(runs) == 2:
         s, c = (r.summary for r in runs)
@@ -120,6 +132,12 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
         _out("\n".join("# " + n for n in notes))
     if fmt == "table":
         _out(mode_note(mode, impl, hardware, _sets(sets)))
+        if concurrency is not None:
+            s = runs[-1].summary
+            _out(f"# closed loop: {s['concurrency']:g} clients; {s.get('warmup', 0) * s['replicas']:g} warm-up requests "
+                 f"left out; Little's law: {s['request_rate']:.4g} req/s x {s['mean_latency_s']:.4g} s mean E2E = "
+                 f"{s['request_rate'] * s['mean_latency_s']:.4g} in flight (the clients, less the ramp and drain at "
+                 "the window's ends)")
 
 
 @app.command("kv-memory")

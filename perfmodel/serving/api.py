@@ -82,8 +82,14 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
                seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
                cost_quantum=16, tp=1, pp=1, ep=1, replicas=1, price=None, energy=False, mode="roofline",
-               impl=None, max_tokens=None) -> list:
+               impl=None, max_tokens=None, concurrency=None, warmup=None) -> list:
     """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic.
+
+    concurrency=N: a closed loop of N clients instead of open-loop arrivals (vLLM `bench serve
+    --max-concurrency`, AIPerf `--concurrency`): each client sends its next request the instant its previous
+    one returns. Then `requests` defaults to 10 N and `warmup` (requests run but not measured, AIPerf's
+    --warmup-request-count) to 2 N, the warm-up of AIConfigurator's benchmark template; with replicas, each
+    serves N / R clients.
 
     mode: the step cost's mode, roofline (the ideal bound) or achievable (implementation profile `impl`).
     tp and ep spread one replica over devices (engine.mixed_step costs the collectives; memory is
@@ -103,7 +109,13 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     R = lay.replicas
     if R > 1 and trace is not None:
         raise SpecError("--replicas", None, "with a trace, simulate one replica's share of it (no splitting of traces)")
+    conc, warm = closed_loop(concurrency, warmup, rate, trace, R)
+    if conc is not None and requests is None:
+        requests = 10 * conc * R
     share = None if requests is None else max(1, -(-_whole(requests, "--requests") // R))  # 0 is refused
+    if conc is not None and share <= warm:
+        raise SpecError("--requests", None, f"{share} requests per replica leave none to measure after the "
+                                            f"{warm} of the warm-up (--warmup)")
     if trace is None:
         _bound(len(pols), max_tokens, share, samples)
     tr = make_traffic(share, None if rate is None else rate / R, trace, prompt_len, output_len, samples,
@@ -112,7 +124,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     one = lay.__class__(lay.tp, 1, lay.ep, 1)
     cost = StepCost(m, hw, prec, cost_quantum, one, mode, impl)
     runs = [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
-                     cost=cost, layout=one) for p in pols]
+                     cost=cost, layout=one, concurrency=conc, warmup=warm) for p in pols]
     from ..api import economics
 
     if rate is not None or trace is not None:
@@ -120,6 +132,11 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     for r in runs:
         r.summary["throughput_tok_s"] *= R
         r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices, mode=mode)
+        if conc is not None:  # the closed loop's own figures: all clients, per device and per user
+            s = r.summary
+            s.update(concurrency=conc * R, request_rate=s["request_rate"] * R, mean_in_flight=s["mean_in_flight"] * R,
+                     throughput_per_device=s["throughput_tok_s"] / lay.devices,
+                     tok_s_per_user=1.0 / s["mean_tpot_s"] if s["mean_tpot_s"] > 0 else math.nan)
         if mode == "achievable":
             r.summary["impl"] = impl_name(impl)
         if price is not None or energy or hw.price_per_hour:  # at the simulated throughput, all devices
@@ -136,6 +153,27 @@ SUMMARY = ["policy", "mode", "kv_manager", "prefill", "slots", "tp", "ep", "repl
            "mean_kv_saved_bytes"]
 
 
+CLOSED = ["concurrency", "warmup", "request_rate", "mean_in_flight", "throughput_per_device", "tok_s_per_user"]
+
+
+def closed_loop(concurrency, warmup, rate, trace, replicas: int = 1) -> tuple:
+    """(clients per replica, warm-up requests per replica) of a closed loop, or (None, 0) for open-loop traffic."""
+    if concurrency is None:
+        if warmup is not None:
+            raise SpecError("--warmup", None, "is for a closed loop: pass --concurrency N too")
+        return None, 0
+    n = _whole(concurrency, "--concurrency")
+    if rate is not None:
+        raise SpecError("--concurrency", None, "N clients send as fast as their requests return: drop --rate or --concurrency")
+    if trace is not None:
+        raise SpecError("--concurrency", None, "a trace gives the arrival times: drop --trace or --concurrency")
+    if n % replicas:
+        raise SpecError("--concurrency", None, f"{n} clients do not split evenly over {replicas} replicas")
+    n //= replicas
+    warm = 2 * n if warmup is None else _whole(warmup, "--warmup", 0) // replicas
+    return n, warm
+
+
 def _table(rows: list, cols: list) -> dict:
     return {c: np.asarray([r[c] for r in rows], dtype=object if isinstance(rows[0][c], str) else np.float64)
             for c in cols}
@@ -144,7 +182,7 @@ def _table(rows: list, cols: list) -> dict:
 @functools.wraps(serve_runs)
 def serve_sim(*args, **kw) -> dict:
     runs = serve_runs(*args, **kw)
-    return _table([r.summary for r in runs], SUMMARY + [c for c in ["impl"] + ECONOMICS if c in runs[0].summary])
+    return _table([r.summary for r in runs], SUMMARY + [c for c in ["impl"] + CLOSED + ECONOMICS if c in runs[0].summary])
 
 
 ECONOMICS = ["cost_per_million_tokens", "energy_per_token_j"]

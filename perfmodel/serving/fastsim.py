@@ -259,7 +259,8 @@ def fits_alone(sizes: KVSizes, block: int, prompt, out) -> np.ndarray:
 
 
 def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, prefill: str = "chunked",
-        block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16) -> dict:
+        block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16,
+        concurrency: int | None = None) -> dict:
     """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
@@ -273,9 +274,17 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
 
     The running requests live in arrays of their own, in admission order (the scheduler's `running`):
     rid (request), rK (tokens held: prompt + generated, kvmemory's `known`), rC (tokens whose K, V are
-    computed: `ctx`), rG (generated), rO (to generate), rH (blocks recorded), rF (first token out)."""
-    arrival = np.asarray(arrival, dtype=np.float64)
+    computed: `ctx`), rG (generated), rO (to generate), rH (blocks recorded), rF (first token out).
+
+    concurrency=N: a closed loop of N clients (vLLM `bench serve --max-concurrency`, AIPerf `--concurrency`):
+    the first N requests arrive at their given times, and request N + k is sent the instant the k-th
+    request finishes (no think time). The returned "arrival" holds the times the requests were sent."""
+    arrival = np.array(arrival, dtype=np.float64)  # a copy: a closed loop writes the send times into it
     n = arrival.size
+    issued = n
+    if concurrency is not None and concurrency < n:
+        issued = int(concurrency)
+        arrival[issued:] = math.inf  # sent when an earlier request finishes
     P = np.asarray(prompt, dtype=np.int64)
     O = np.asarray(out, dtype=np.int64)
     known = P + (1 if prefilled else 0)  # for waiting requests (a preempted one keeps what it generated)
@@ -329,6 +338,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
         if not m and not waiting:
             if nxt >= n:
                 break
+            if not math.isfinite(arrival[nxt]):  # closed loop with nothing in flight: cannot happen
+                raise RuntimeError("closed loop: no request in flight and none sent")
             t = float(arrival[nxt])
             continue
         # every running request gets the blocks of its held tokens, oldest first; a shortage preempts the newest
@@ -468,6 +479,10 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             blocks -= int(rH[fin].sum())
             nseq -= fin.size
             done[rid[fin]] = t_end
+            if issued < n:  # closed loop: each finished request's client sends its next one now
+                k = min(int(fin.size), n - issued)
+                arrival[issued:issued + k] = t_end
+                issued += k
             keep = np.ones(m, dtype=bool)
             keep[fin] = False
             rid, rK, rC, rG, rO, rH, rF = rid[keep], rK[keep], rC[keep], rG[keep], rO[keep], rH[keep], rF[keep]
@@ -488,7 +503,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             if int(np.count_nonzero(slow)) >= need_d:
                 stopped = "tpot"
                 break
-    return {"first": first, "last": last, "done": done, "preemptions": preempt, "steps": steps,
+    return {"arrival": arrival, "first": first, "last": last, "done": done, "preemptions": preempt, "steps": steps,
             "generated": generated, "peak_running": peak_running, "peak_kv_bytes": peak_blocks * bb,
             "kv_capacity_bytes": cap, "memory_stalls": mem_stalls, "slot_stalls": slot_stalls,
             "preempted": preemptions, "busy_s": busy, "stopped": stopped}

@@ -80,8 +80,15 @@ TIMELINE = ("step", "t_start_s", "duration_s", "kind", "rows", "decode_rows", "p
 
 
 class _Sim:
-    def __init__(self, tr: Traffic, sizes: KVSizes, cost: StepCost, slots, mem):
+    def __init__(self, tr: Traffic, sizes: KVSizes, cost: StepCost, slots, mem, concurrency=None):
         self.tr, self.sizes, self.cost, self.mem = tr, sizes, cost, mem
+        # the send times: given (open loop), or, in a closed loop of N clients, the first N given and request
+        # N + k sent the instant the k-th request returns (vLLM bench serve --max-concurrency, AIPerf --concurrency)
+        self.arrival = np.array(tr.arrival, dtype=np.float64)
+        self.issued = tr.n
+        if concurrency is not None and concurrency < tr.n:
+            self.issued = int(concurrency)
+            self.arrival[self.issued:] = math.inf
         self.slots = math.inf if slots is None else slots
         prompts = tr.prompt + tr.shared_prefix
         self.groups = [Group(i, prompts[i], tr.outputs[i]) for i in range(tr.n)]
@@ -89,20 +96,27 @@ class _Sim:
         self.t = float(tr.arrival[0]) if tr.n else 0.0
         self.generated = 0
 
+    def returned(self, t: float, k: int = 1) -> None:
+        """k requests returned at t: in a closed loop their clients send their next requests now."""
+        k = min(k, self.tr.n - self.issued)
+        if k > 0:
+            self.arrival[self.issued:self.issued + k] = t
+            self.issued += k
+
     def record(self, dt, kind, rows, dec, pre_tok, gen, running, slots_used, waiting, kv, preempted):
         self.log.append((len(self.log), self.t, dt, kind, rows, dec, pre_tok, gen, running, slots_used, waiting,
                          *kv, preempted))
 
     # -- static: one padded batch at a time ------------------------------------------
     def static(self, max_output: int) -> None:
-        tr, sz, groups = self.tr, self.sizes, self.groups
+        tr, sz, groups, arrival = self.tr, self.sizes, self.groups, self.arrival
         nxt, waiting = 0, deque()
         while nxt < tr.n or waiting:
-            while nxt < tr.n and tr.arrival[nxt] <= self.t:
+            while nxt < tr.n and arrival[nxt] <= self.t:
                 waiting.append(groups[nxt])
                 nxt += 1
             if not waiting:
-                self.t = float(tr.arrival[nxt])
+                self.t = float(arrival[nxt])
                 continue
             batch, rows, pmax = [], 0, 0
             while waiting:  # up to `slots` rows whose padded rectangle fits; the first always fits (checked)
@@ -135,21 +149,22 @@ class _Sim:
             for g in batch:
                 g.done = self.t
                 g.completions += 1
+            self.returned(self.t, len(batch))
 
     # -- continuous: iteration-level scheduling ----------------------------------------
     def continuous(self, prefill: str, budget) -> None:
-        tr, mem, groups = self.tr, self.mem, self.groups
+        tr, mem, groups, arrival = self.tr, self.mem, self.groups, self.arrival
         budget = math.inf if budget is None else budget
         nxt, waiting, running = 0, deque(), []
         used_slots = 0
         while True:
-            while nxt < tr.n and tr.arrival[nxt] <= self.t:
+            while nxt < tr.n and arrival[nxt] <= self.t:
                 waiting.append(groups[nxt])
                 nxt += 1
             if not running and not waiting:
                 if nxt >= tr.n:
                     break
-                self.t = float(tr.arrival[nxt])
+                self.t = float(arrival[nxt])
                 continue
             # room for every running group's held tokens, oldest first; a shortage preempts the newest
             preempted, i = 0, 0
@@ -230,15 +245,16 @@ class _Sim:
                     running.remove(g)
                     g.done = t_end
                     g.completions += 1
+                    self.returned(t_end)
             self.record(dt, kind, len(rows), dec, pre_tok, gen,
                         sum(len(g.seqs) for g in running), used_slots, len(waiting),
                         mem.snapshot(waiting[0] if waiting else None), preempted)
             self.t = t_end
             self.generated += gen
 
-    def result(self, policy: str, label: dict) -> SimResult:
+    def result(self, policy: str, label: dict, warmup: int = 0) -> SimResult:
         tr, gs = self.tr, self.groups
-        arrival = tr.arrival
+        arrival = self.arrival
         first = np.array([g.first for g in gs])
         last = np.array([g.last for g in gs])
         done = np.array([g.done for g in gs])
@@ -246,7 +262,8 @@ class _Sim:
         lat, ttft = done - arrival, first - arrival
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(longest > 1, (last - first) / (longest - 1), np.nan)
-        span = float(done.max() - arrival.min())
+        w = slice(warmup, None)  # the measured requests: all, or those after the warm-up
+        span = float(done[w].max() - arrival[w].min())
         cols = list(zip(*self.log)) if self.log else [()] * len(TIMELINE)
         log = {k: np.asarray(v, dtype=object if k == "kind" else np.float64) for k, v in zip(TIMELINE, cols)}
         busy = np.sum(log["duration_s"])
@@ -261,9 +278,13 @@ class _Sim:
             x = x[np.isfinite(x)]
             return float(np.percentile(x, q)) if x.size else float("nan")
 
+        tokens = self.generated if not warmup else int(tr.outputs[w].sum())
         s = {"policy": policy, "mode": self.cost.mode, **label, "requests": tr.n, "sequences": int(tr.outputs.size),
-             "tokens": self.generated, "makespan_s": span,
-             "throughput_tok_s": self.generated / span if span > 0 else math.nan}
+             "tokens": tokens, "makespan_s": span, "throughput_tok_s": tokens / span if span > 0 else math.nan}
+        if warmup:
+            s["warmup"] = warmup
+        s.update(little(arrival[w], done[w]))
+        lat, ttft, tpot = lat[w], ttft[w], tpot[w]
         for name, x in (("latency", lat), ("ttft", ttft), ("tpot", tpot)):
             fin = x[np.isfinite(x)]
             s[f"mean_{name}_s"] = float(fin.mean()) if fin.size else float("nan")
@@ -285,11 +306,26 @@ class _Sim:
         return SimResult(s, reqs, log)
 
 
+def little(sent: np.ndarray, done: np.ndarray) -> dict:
+    """Request rate X = n / (last return - first send) over the measured requests, and their mean number in
+    flight over that window, sum(E2E) / window: Little's law L = X x mean E2E, an identity over a window that
+    holds every measured request whole. In a closed loop of N clients L = N, less the ramp and drain at the
+    window's ends (each at most the longest E2E: within 2 max(E2E) / window of N)."""
+    span = float(done.max() - sent.min()) if sent.size else 0.0
+    if not span > 0:
+        return {"request_rate": math.nan, "mean_in_flight": math.nan}
+    return {"request_rate": sent.size / span, "mean_in_flight": float(np.sum(done - sent)) / span}
+
+
 def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "continuous", slots=8,
              kv_manager: str = "paged", block_size: int = 16, sharing: bool = True, prefill: str = "chunked",
              token_budget=None, prec: Precision | None = None, cost_quantum: int = 16,
-             cost: StepCost | None = None, layout=None) -> SimResult:
-    """Run one policy over a traffic (make_traffic) on one model and device."""
+             cost: StepCost | None = None, layout=None, concurrency=None, warmup: int = 0) -> SimResult:
+    """Run one policy over a traffic (make_traffic) on one model and device.
+
+    concurrency=N: a closed loop of N clients, each sending its next request the instant its previous one
+    returns (the traffic's first N arrival times are kept, the rest are the return times). warmup=W: the first
+    W requests run but are left out of the summary (AIPerf's --warmup-request-count)."""
     prec = prec or Precision()
     for opt, v, ok in (("--policy", policy, POLICIES), ("--kv-manager", kv_manager, MANAGERS),
                        ("--prefill", prefill, PREFILL)):
@@ -303,7 +339,11 @@ def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "contin
         mem = Paged(sizes, _whole(block_size, "--block-size"), sharing, traffic.shared_prefix)
     else:
         mem = Contiguous(sizes, traffic.max_output)
-    sim = _Sim(traffic, sizes, cost, slots, mem)
+    conc = None if concurrency is None else _whole(concurrency, "--concurrency")
+    warm = _whole(warmup, "--warmup", 0)
+    if warm >= traffic.n:
+        raise SpecError("--warmup", None, f"{warm} warm-up requests leave none of the {traffic.n} to measure")
+    sim = _Sim(traffic, sizes, cost, slots, mem, conc)
     if kv_manager == "contiguous":
         mem.min_region = min(sizes.bytes(mem.region_tokens(g)) for g in sim.groups)
     _check(sim, traffic, model, policy, slots)
@@ -314,7 +354,9 @@ def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "contin
         sim.continuous(prefill, budget)
         label = {"kv_manager": kv_manager + ("+shared" if kv_manager == "paged" and sharing else ""),
                  "prefill": prefill if budget is None else f"{prefill}/{budget}"}
-    return sim.result(policy, {**label, "slots": math.inf if slots is None else slots})
+    if conc is not None:
+        label["concurrency"] = conc
+    return sim.result(policy, {**label, "slots": math.inf if slots is None else slots}, warm)
 
 
 def _check(sim: _Sim, tr: Traffic, model: Model, policy: str, slots) -> None:
