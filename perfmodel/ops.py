@@ -305,6 +305,8 @@ class _Builder:
         fa = self.fmt("attention")
         if m.mla:
             return self.mla_block(g, n, W, C)
+        if kind == "R" and m.gated_deltanet:
+            return self.gdn_block(g, n)
         Kown = K if owner else 0
         rope = m.position == "rope" and kind not in m.nope_kinds
         if kind == "R":  # linear attention / SSM: K, V update a fixed state instead of a cache
@@ -315,12 +317,16 @@ class _Builder:
                      kv_read=self.B * state * self.kb, kv_write=self.B * state * self.kb,
                      kv_stored=state * self.kb + 0 * self.S)
         else:
-            # fused QKV projection; the K, V columns are written straight into the cache
-            qkv = self.matmul("qkv_proj", g, n, M, D, (N + 2 * Kown) * H, bias=bias, kv_out=2 * Kown * H, fmt=fa)
+            # fused QKV projection; the K, V columns are written straight into the cache. With an output gate
+            # (Qwen3.5) q_proj also emits the gate, N*H more columns: 2*M*D*N*H more FLOPs, D*N*H more weights
+            gate = N * H if m.attn_output_gate else 0
+            qkv = self.matmul("qkv_proj", g, n, M, D, (N + 2 * Kown) * H + gate, bias=bias, kv_out=2 * Kown * H, fmt=fa)
             if owner:  # 2 (K and V) * K heads * H * bytes per cached token, min(S, W or C) tokens kept
                 qkv.kv_stored = 2 * K * H * self.kb * self._kept(W, C)
             if m.qk_norm == "rmsnorm":  # Qwen3, Gemma 3: RMSNorm over each head's H of q and k, one weight of H each
                 self.vector("qk_norm", g, n, M * (N + Kown) * H, 4, params=H * (1 + (1 if owner else 0)))
+            elif m.qk_norm == "rmsnorm_full":  # MiniMax-M2: one RMSNorm over all N*H of q, one over all K*H of k
+                self.vector("qk_norm", g, n, M * (N + Kown) * H, 4, params=(N + Kown) * H)
             elif m.qk_norm == "l2" and rope:  # Llama 4: weightless L2 norm of q and k, on its RoPE layers only
                 self.vector("qk_norm", g, n, M * (N + Kown) * H, 3)
             if rope:  # rotate q and the new k (NoPE layers skip it)
@@ -331,8 +337,44 @@ class _Builder:
                 qk.w_read = qk.w_stored = N * self.hb
                 qk.wfmt = self.hf.name
                 qk.flops = qk.flops + 2.0 * M * N
+            if m.attn_output_gate:  # Qwen3.5: O * sigmoid(gate), ~5 FLOP per element (sigmoid 4, multiply 1)
+                self.vector("attn_gate", g, n, M * N * H, 5, reads=2)
         self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias or m.o_bias, fmt=fa)
         self.allreduce("allreduce_attn", g, n, M * D)
+
+    def gdn_block(self, g, n):
+        """A Gated DeltaNet layer (Qwen3-Next, Qwen3.5; transformers Qwen3_5MoeGatedDeltaNet): in_proj (q, k, v, the
+        output gate z, and the per-head beta and decay inputs b, a), a causal depthwise conv1d of conv_kernel taps over
+        q, k, v, the gated delta rule on a state of k_head_dim x v_head_dim per value head, a gated RMSNorm, out_proj.
+        Heads split over tp. The state and the conv's last conv_kernel - 1 inputs are kept per sequence; neither grows
+        with S."""
+        m, M, B, ab, gd = self.m, self.M, self.B, self.ab, self.m.gated_deltanet
+        Hk, Hv, dk, dv = gd.n_k_heads // self.tp, gd.n_v_heads // self.tp, gd.k_head_dim, gd.v_head_dim
+        fa = self.fmt("attention")
+        conv = 2 * Hk * dk + Hv * dv  # conv_dim: the q, k, v channels
+        state = Hv * dk * dv  # recurrent state per sequence
+        sb = get_format(gd.state_format).bits / 8 if gd.state_format else self.kb
+        # in_proj_qkv (D x conv), in_proj_z (D x Hv*dv), in_proj_b and in_proj_a (D x Hv each), one fused GEMM
+        self.matmul("gdn_in_proj", g, n, M, m.D, conv + Hv * dv + 2 * Hv, fmt=fa)
+        w = gd.conv_kernel
+        # depthwise conv1d, no bias: conv*w weights, 2*w FLOP per channel per token; it reads and rewrites the last
+        # w - 1 inputs of each channel (the conv state, kept in the 16-bit activation format) once per step
+        self.add("gdn_conv", g, n, VECTOR, flops=2.0 * M * conv * w, w_read=conv * w * self.hb, params=conv * w,
+                 w_stored=conv * w * self.hb, wfmt=self.hf.name, act_read=M * conv * ab, act_write=M * conv * ab,
+                 kv_read=B * conv * (w - 1) * ab, kv_write=B * conv * (w - 1) * ab,
+                 kv_stored=conv * (w - 1) * ab + 0 * self.S)
+        # gated delta rule per token and value head (transformers torch_recurrent_gated_delta_rule): decay the state
+        # (1 FLOP per element), read it with k (2), rank-1 update with k and the delta (2), read it with q (2): 7 per
+        # state element; plus the L2 norms of q and k (3 FLOP per element). A_log and dt_bias: Hv parameters each
+        core = self.add("gdn_core", g, n, ATTENTION, flops=7.0 * M * state + 3.0 * M * 2 * Hk * dk,
+                        act_read=M * (conv + 2 * Hv) * ab, act_write=M * Hv * dv * ab,
+                        kv_read=B * state * sb, kv_write=B * state * sb, kv_stored=state * sb + 0 * self.S,
+                        params=2 * Hv, w_read=2 * Hv * self.hb, w_stored=2 * Hv * self.hb, wfmt=self.hf.name)
+        core.rows = self.T  # the tokens of one sequence share its state
+        # RMSNorm of each head's output (one weight of v_head_dim) times SiLU(z): 4 + 5 FLOP per element
+        self.vector("gdn_norm_gate", g, n, M * Hv * dv, 9, reads=2, params=dv)
+        self.matmul("o_proj", g, n, M, Hv * dv, m.D, fmt=fa)
+        self.allreduce("allreduce_attn", g, n, M * m.D)
 
     def mla_block(self, g, n, W, C=None):
         """DeepSeek MLA. Cache: latent r + RoPE key d_r per token. Decode uses the absorbed form
@@ -352,18 +394,50 @@ class _Builder:
         kva.kv_stored = (r + dr) * self.kb * self._kept(W, C)
         self.norm("kv_a_norm", g, n, M, r)
         self.vector("rope", g, n, M * (N + 1) * dr, 3)
+        Wa = W
+        if m.dsa:  # DeepSeek Sparse Attention: the indexer picks topk keys per query; attention reads only those
+            self.dsa_indexer(g, n, W, C)
+            Wa = m.dsa.topk if W is None else min(W, m.dsa.topk)  # a query attends to min(p, topk) keys, as a window
         if self.phase == "decode":
             self.matmul("mla_q_absorb", g, n, M * N, dn, r, touched=N, instances=N, fmt=fa)  # q_nope . W_UK per head
-            self.attention_core(g, n, W, N, r + dr, r, (r + dr) * self.kb, 0.0, group=N, C=C)  # latent read once
+            self.attention_core(g, n, Wa, N, r + dr, r, (r + dr) * self.kb, 0.0, group=N, C=C)  # latent read once
             self.matmul("mla_v_up", g, n, M * N, r, dv, touched=N, instances=N, fmt=fa)  # . W_UV per head
         else:
             B, klen = self.B, self._klen(W, C)
             up = self.matmul("mla_kv_up", g, n, B * klen, r, N * (dn + dv), fmt=fa)
             up.act_read = up.act_read + B * klen * dr * self.ab  # shared rope key
-            self.attention_core(g, n, W, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False,
+            self.attention_core(g, n, Wa, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False,
                                 C=C)
         self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias or m.o_bias, fmt=fa)
         self.allreduce("allreduce_attn", g, n, M * D)
+
+    def dsa_indexer(self, g, n, W, C):
+        """The lightning indexer of DeepSeek Sparse Attention (DeepSeek-V3.2; GLM-5, transformers GlmMoeDsaIndexer):
+        wq_b (q latent -> nI heads of dI), wk (D -> one key of dI, cached per token), a LayerNorm of that key,
+        weights_proj (D -> nI head weights); it scores every key it may see, relu(q.k) weighted and summed over its
+        heads, and keeps the topk. Replicated on every tp device (vLLM's indexer projections are replicated)."""
+        m, M, B, T, d = self.m, self.M, self.B, self.T, self.m.dsa
+        nI, dI, dr = d.n_heads, d.head_dim, m.mla.rope_dim
+        fa = self.fmt("attention")
+        q_in = m.mla.q_lora_rank or m.D  # wq_b reads the normed q latent (or x without one)
+        self.matmul("indexer_q", g, n, M, q_in, nI * dI, fmt=fa)
+        ik = self.matmul("indexer_k", g, n, M, m.D, dI, kv_out=dI, fmt=fa)
+        ik.kv_stored = dI * self.kb * self._kept(W, C)  # one indexer key per token, all S kept (any may be picked)
+        self.add("indexer_k_norm", g, n, VECTOR, flops=7.0 * M * dI, act_read=M * dI * self.ab,
+                 act_write=M * dI * self.ab, params=2 * dI, w_read=2 * dI * self.hb, w_stored=2 * dI * self.hb,
+                 wfmt=self.hf.name)  # LayerNorm(dI) with weight and bias
+        self.matmul("indexer_weights", g, n, M, m.D, nI, fmt=fa)
+        self.vector("indexer_rope", g, n, M * (nI + 1) * dr, 3)  # RoPE on the rope part of its q heads and its key
+        pairs, klen = self._pairs(W, C), self._klen(W, C)
+        # scores: q.k per (query, key) pair and head (2*dI FLOP), relu, times the head weight and summed (3 FLOP);
+        # the keys (dI each) read once; the logits (fp32, as DeepGEMM's fp8_mqa_logits writes them) go to HBM
+        logits = B * T * klen * 4.0
+        sc = self.add("indexer_score", g, n, ATTENTION, flops=B * pairs * nI * (2.0 * dI + 3.0),
+                      kv_read=B * klen * dI * self.kb, act_read=M * nI * (dI + 1) * self.ab, act_write=logits)
+        sc.rows, sc.keys = T * nI, klen
+        # top-k selection over each query's logits: one compare per logit; writes topk int32 indices per query
+        self.add("indexer_topk", g, n, VECTOR, flops=1.0 * B * T * klen, act_read=logits,
+                 act_write=B * T * np.minimum(klen, d.topk) * 4.0)
 
     # -- MLP ---------------------------------------------------------------------------
     def mlp(self, g, n, F, prefix="mlp", E=1, touched=1.0, rows=None, bias=None, group="mlp"):
@@ -524,6 +598,10 @@ def check_layout(m: Model, lay: Layout) -> None:
         raise SpecError("--pp", None, f"{m.name} has only {m.n_layers} layers for pp={lay.pp}")
     if lay.ep > 1 and not m.moe:
         raise SpecError("--ep", None, f"{m.name} has no experts; expert parallelism needs a MoE model")
+    gd = m.gated_deltanet
+    if gd and (gd.n_k_heads % lay.tp or gd.n_v_heads % lay.tp):
+        raise SpecError("--tp", None, f"{m.name}'s linear layers have {gd.n_k_heads} key and {gd.n_v_heads} value "
+                                      f"heads, not divisible by tp={lay.tp}")
     if m.moe and m.moe.n_experts % lay.ep:
         raise SpecError("--ep", None, f"{m.name} has {m.moe.n_experts} experts, not divisible by ep={lay.ep}")
     if lay.microbatches is not None and lay.microbatches < 1:

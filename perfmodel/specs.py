@@ -262,7 +262,9 @@ _ACTIVE_KEYS = {"value", "source", "tolerance", "input_embedding"}
 # each matmul's format from its group (docs/specs.md, Model)
 WEIGHT_GROUPS = ("attention", "mlp", "experts", "shared_expert", "router", "embed", "lm_head")
 LAYER_KINDS = "GLRC"  # global, local (sliding window), linear attention / SSM, chunked local attention
-QK_NORMS = ("rmsnorm", "l2")
+QK_NORMS = ("rmsnorm", "l2", "rmsnorm_full")
+_GDN_KEYS = {"n_k_heads", "n_v_heads", "k_head_dim", "v_head_dim", "conv_kernel", "state_format"}
+_DSA_KEYS = {"n_heads", "head_dim", "topk"}
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,29 @@ class MLA:
     nope_dim: int  # per-head q/k dims without RoPE
     v_head_dim: int
     q_lora_rank: int | None = None  # None: q is a full-rank D x N(nope+rope) projection
+
+
+@dataclass(frozen=True)
+class GatedDeltaNet:
+    """The linear-attention (R) layers of Qwen3-Next / Qwen3.5: a gated delta rule with a recurrent state of
+    k_head_dim x v_head_dim per value head, a short causal depthwise convolution over q, k, v, and an output gate."""
+
+    n_k_heads: int  # linear_num_key_heads: heads of q and k
+    n_v_heads: int  # linear_num_value_heads: heads of v, of the state and of the output
+    k_head_dim: int  # linear_key_head_dim
+    v_head_dim: int  # linear_value_head_dim
+    conv_kernel: int = 4  # linear_conv_kernel_dim: taps of the causal depthwise conv1d
+    state_format: str | None = None  # storage format of the recurrent state (Qwen3.5: mamba_ssm_dtype float32); None: the KV format
+
+
+@dataclass(frozen=True)
+class DSA:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning indexer of its own small heads scores every
+    past key for each query, and the attention reads only the top-k of them."""
+
+    n_heads: int  # index_n_heads
+    head_dim: int  # index_head_dim: one indexer key of this size is cached per token per layer
+    topk: int  # index_topk: keys each query attends to
 
 
 @dataclass(frozen=True)
@@ -312,7 +337,9 @@ class Model:
     o_bias: bool = False  # a bias on the attention output projection (attention_bias in Llama / gpt-oss configs)
     norm: str = "rmsnorm"
     norms_per_layer: int = 2  # 2: pre-attention and pre-MLP; 4: also after attention and after the MLP (Gemma 2/3)
-    qk_norm: str | None = None  # per-head norm of q and k before RoPE: rmsnorm (weight of H each: Qwen3, Gemma 3), l2 (none: Llama 4)
+    qk_norm: str | None = None  # per-head norm of q and k before RoPE: rmsnorm (weight of H each: Qwen3, Gemma 3), l2 (none: Llama 4),
+    # rmsnorm_full (one RMSNorm over all N*H of q and all K*H of k, weights N*H + K*H: MiniMax-M2 qk_norm_type per_layer)
+    attn_output_gate: bool = False  # q_proj also emits a gate of N*H; the attention output is multiplied by its sigmoid (Qwen3.5)
     position: str = "rope"
     nope_kinds: str = ""  # layer kinds that use no position encoding (Llama 4: G, its global layers are NoPE)
     sliding_window: int | None = None  # W for 'L' layers
@@ -321,7 +348,9 @@ class Model:
     attention_sinks: bool = False  # one learned logit per head per layer joins each softmax (gpt-oss)
     kv_share: int = 1  # CLA: consecutive layers sharing one KV
     linear_state: int | None = None  # elements of fixed state per 'R' layer per sequence
+    gated_deltanet: GatedDeltaNet | None = None  # what the 'R' layers are, when they are Gated DeltaNet (Qwen3.5)
     mla: MLA | None = None
+    dsa: DSA | None = None  # DeepSeek Sparse Attention on the MLA layers (GLM-5)
     moe: MoE | None = None
     weight_formats: tuple = ()  # ((group, format), ...): stored formats pinned per tensor group (gpt-oss: experts mxfp4)
     published_params: int | None = None
@@ -364,6 +393,8 @@ def _model_to_dict(m: Model) -> dict:
     d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
     d["mla"] = dataclasses.asdict(m.mla) if m.mla else None
     d["moe"] = dataclasses.asdict(m.moe) if m.moe else None
+    d["gated_deltanet"] = dataclasses.asdict(m.gated_deltanet) if m.gated_deltanet else None
+    d["dsa"] = dataclasses.asdict(m.dsa) if m.dsa else None
     d["weight_formats"] = dict(m.weight_formats) or None
     pub = None
     if m.published_params:
@@ -387,7 +418,8 @@ _MODEL_INT = ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_conte
 _MODEL_ALLOWED = {"name", "source", "description", *_MODEL_INT, "n_kv_heads", "head_dim", "mlp",
                   "tied_embeddings", "qkv_bias", "linear_bias", "o_bias", "norm", "norms_per_layer", "qk_norm",
                   "position", "nope_kinds", "sliding_window", "attention_chunk", "layer_pattern", "attention_sinks",
-                  "kv_share", "linear_state", "mla", "moe", "weight_formats", "published_params",
+                  "kv_share", "linear_state", "mla", "moe", "weight_formats", "published_params", "attn_output_gate",
+                  "gated_deltanet", "dsa",
                   "published_active_params"}
 
 
@@ -425,7 +457,7 @@ def model_from_dict(data: dict, where: str, key: str = "") -> Model:
     kw["mlp"] = _choice(data.get("mlp", "gated"), where, "mlp", ("gated", "plain"))
     kw["norm"] = _choice(data.get("norm", "rmsnorm"), where, "norm", ("rmsnorm", "layernorm"))
     kw["position"] = _choice(data.get("position", "rope"), where, "position", ("rope", "learned", "none"))
-    for b in ("tied_embeddings", "qkv_bias", "linear_bias", "o_bias", "attention_sinks"):
+    for b in ("tied_embeddings", "qkv_bias", "linear_bias", "o_bias", "attention_sinks", "attn_output_gate"):
         kw[b] = _bool(data.get(b, False), where, b)
     kw["norms_per_layer"] = _int(data.get("norms_per_layer", 2), where, "norms_per_layer")
     if kw["norms_per_layer"] not in (2, 4):
@@ -469,9 +501,13 @@ def model_from_dict(data: dict, where: str, key: str = "") -> Model:
                         q_lora_rank=None if m.get("q_lora_rank") is None else _int(m["q_lora_rank"], where, "mla.q_lora_rank"))
         if "R" in pat:
             raise SpecError(where, "mla", "MLA cannot be combined with linear (R) layers")
-        for k in ("qk_norm", "attention_sinks"):
+        for k in ("qk_norm", "attention_sinks", "attn_output_gate"):
             if kw.get(k):
                 raise SpecError(where, k, "is not modelled for MLA attention")
+    if data.get("gated_deltanet") is not None:
+        kw["gated_deltanet"] = _gdn_from_dict(data["gated_deltanet"], where, kw)
+    if data.get("dsa") is not None:
+        kw["dsa"] = _dsa_from_dict(data["dsa"], where, kw)
     if data.get("moe") is not None:
         kw["moe"] = _moe_from_dict(data["moe"], where, kw)
     wf = data.get("weight_formats")
@@ -505,6 +541,44 @@ def model_from_dict(data: dict, where: str, key: str = "") -> Model:
         kw["published_active_input_embedding"] = _bool(act.get("input_embedding", True), where,
                                                        "published_active_params.input_embedding")
     return Model(key=key or where, **kw)
+
+
+def _gdn_from_dict(g, where: str, kw: dict) -> GatedDeltaNet:
+    if not isinstance(g, dict):
+        raise SpecError(where, "gated_deltanet", "must be a mapping {n_k_heads, n_v_heads, k_head_dim, v_head_dim, ...}")
+    _check_keys(g, _GDN_KEYS, where, "gated_deltanet.")
+    _need(g, ["n_k_heads", "n_v_heads", "k_head_dim", "v_head_dim"], where, "gated_deltanet.")
+    vals = {k: _int(g[k], where, f"gated_deltanet.{k}") for k in ("n_k_heads", "n_v_heads", "k_head_dim", "v_head_dim")}
+    vals["conv_kernel"] = _int(g.get("conv_kernel", 4), where, "gated_deltanet.conv_kernel")
+    if vals["n_v_heads"] % vals["n_k_heads"]:
+        raise SpecError(where, "gated_deltanet.n_v_heads", f"({vals['n_v_heads']}) is not a multiple of "
+                                                           f"gated_deltanet.n_k_heads ({vals['n_k_heads']})")
+    sf = g.get("state_format")
+    if sf is not None:
+        try:
+            vals["state_format"] = get_format(sf).name
+        except ValueError as e:
+            raise SpecError(where, "gated_deltanet.state_format", str(e)) from None
+    if "R" not in kw["layer_pattern"]:
+        raise SpecError(where, "gated_deltanet", "describes the linear (R) layers, but layer_pattern has none")
+    if kw.get("linear_state") is not None:
+        raise SpecError(where, "linear_state", "cannot be combined with gated_deltanet (its state is "
+                                               "n_v_heads x k_head_dim x v_head_dim)")
+    return GatedDeltaNet(**vals)
+
+
+def _dsa_from_dict(d, where: str, kw: dict) -> DSA:
+    if not isinstance(d, dict):
+        raise SpecError(where, "dsa", "must be a mapping {n_heads, head_dim, topk}")
+    _check_keys(d, _DSA_KEYS, where, "dsa.")
+    _need(d, ["n_heads", "head_dim", "topk"], where, "dsa.")
+    if kw.get("mla") is None:
+        raise SpecError(where, "dsa", "DeepSeek Sparse Attention is modelled on MLA layers: it needs mla")
+    dsa = DSA(**{k: _int(d[k], where, f"dsa.{k}") for k in ("n_heads", "head_dim", "topk")})
+    if dsa.head_dim < kw["mla"].rope_dim:
+        raise SpecError(where, "dsa.head_dim", f"({dsa.head_dim}) is smaller than its RoPE part mla.rope_dim "
+                                               f"({kw['mla'].rope_dim})")
+    return dsa
 
 
 def _moe_from_dict(m, where: str, kw: dict) -> MoE:
