@@ -33,11 +33,14 @@ are estimated once (aic_cached=1 on the others, seconds 0).
     python bench/aic_silicon.py --limit 50           # the first 50 rows (to measure the rate)
     python bench/aic_silicon.py --stratify-every 4   # every 4th row of each model x system x backend x mode group
     python bench/aic_silicon.py --resume             # skip ids already in the output (or its .partial file)
+    # offline, a bundled config for a model AIConfigurator would download (changes the mapping; marked per row):
+    python bench/aic_silicon.py --resume --rerun-errors HuggingFaceDownloadError --model-alias A=B
     python bench/aic_silicon.py --summary bench/results/aic-silicon-2026-12-02.csv
 
 Output: bench/results/aic-silicon-<YYYY-MM-DD>.csv with columns id, aic_ttft_ms, aic_tpot_ms, aic_error (the
 exception text, empty when predicted), seconds (wall time of the estimate), aic_cached, aic_backend_version
-('row' when the row's backend_version was used, 'default' after the retry), written atomically (temp file +
+('row' when the row's backend_version was used, 'default' after the retry), aic_model_path (the bundled
+model config asked for instead of the row's, with --model-alias; empty otherwise), written atomically (temp file +
 os.replace) only when the run finishes; while it runs, progress is checkpointed the same way to
 <output>.partial.csv, which --resume reads. Ctrl-C stops the run with exit status 130 and leaves the output
 as it was. A JSON sidecar <output>.json records the aiconfigurator version, the silicon_sample.csv path and
@@ -78,7 +81,8 @@ DISAGG_FIELDS = tuple(
 REQUIRED_DISAGG_FIELDS = ("prefill_batch_size", "prefill_num_workers", "decode_batch_size", "decode_num_workers")
 # What aiconfigurator says when a row's backend_version has no database of its own.
 MISSING_VERSION_MESSAGES = ("Failed to load perf database", "looks like an old-style raw version query")
-COLUMNS = ["id", "aic_ttft_ms", "aic_tpot_ms", "aic_error", "seconds", "aic_cached", "aic_backend_version"]
+COLUMNS = ["id", "aic_ttft_ms", "aic_tpot_ms", "aic_error", "seconds", "aic_cached", "aic_backend_version",
+           "aic_model_path"]
 GROUP = ("model_path", "system", "backend", "mode")
 
 
@@ -289,6 +293,11 @@ def run(a) -> int:
     if a.resume:
         done.update(read_results(out))
         done.update(read_results(part))
+    if a.rerun_errors:
+        again = re.compile(a.rerun_errors)
+        for rid in [rid for rid, r in done.items() if r.get("aic_error") and again.search(r["aic_error"])]:
+            del done[rid]
+    aliases = dict(x.split("=", 1) for x in a.model_alias)
     todo = [r for r in rows if r["id"] not in done]
     print(f"aiconfigurator {info['aiconfigurator']} (core {info['aiconfigurator-core']}), sample {sample} "
           f"({len(all_rows)} rows); selected {len(rows)}, already done {len(rows) - len(todo)}, to run {len(todo)}; "
@@ -299,9 +308,12 @@ def run(a) -> int:
     row_key = {}
     for r in todo:
         args = estimate_args(r)
+        if args["model_path"] in aliases:
+            args["model_path"] = aliases[args["model_path"]]
         k = args_key(args)
         keys.setdefault(k, args)
         row_key[r["id"]] = k
+    model_of = {r["id"]: r["model_path"] for r in todo}
     rows_of: dict[str, list[str]] = defaultdict(list)
     for rid, k in row_key.items():
         rows_of[k].append(rid)
@@ -345,7 +357,8 @@ def run(a) -> int:
                 for j, rid in enumerate(rows_of[res["key"]]):
                     results[rid] = {"id": rid, "aic_ttft_ms": fmt(res["ttft"]), "aic_tpot_ms": fmt(res["tpot"]),
                                     "aic_error": res["error"], "seconds": f"{res['seconds'] if j == 0 else 0.0:.3f}",
-                                    "aic_cached": "0" if j == 0 else "1", "aic_backend_version": res["used"]}
+                                    "aic_cached": "0" if j == 0 else "1", "aic_backend_version": res["used"],
+                                    "aic_model_path": aliases.get(model_of[rid], "")}
                     n_done_rows += 1
                 if pending:
                     w.send(*pending.pop())
@@ -387,6 +400,7 @@ def run(a) -> int:
         "python": info["python"], "install": f"{py} -m pip install {' '.join(INSTALL)}",
         "silicon_sample": str(sample), "silicon_sample_sha256": sha256(sample), "silicon_sample_rows": len(all_rows),
         "selection": {"stratify_every": a.stratify_every, "limit": a.limit, "resume": a.resume,
+                      "rerun_errors": a.rerun_errors, "model_alias": aliases,
                       "strata": "model_path x system x backend x mode"},
         "rows_in_output": attempted, "rows_predicted": predicted,
         "this_run": {"started_utc": started.isoformat(timespec="seconds"), "wall_s": round(wall, 1),
@@ -510,6 +524,13 @@ def summarize(results_csv: Path, sample_csv: Path | None = None) -> str:
     lines += table("By backend", "backend")
     lines += table("By system", "system")
     lines += table("By mode", "mode")
+    lines += table("By model", "model_path")
+    aliased = [r for r in joined if r.get("aic_model_path")]
+    if aliased:
+        by = Counter((r["model_path"], r["aic_model_path"]) for r in aliased)
+        lines += ["Rows estimated under a bundled alias of their model (`--model-alias`; AIConfigurator would "
+                  "otherwise download the row's config from HuggingFace, unreachable where this ran): "
+                  + "; ".join(f"{m} -> {al}: {n} rows" for (m, al), n in sorted(by.items())) + ".", ""]
     lines += ["### Rows not predicted, by reason", "", "| reason | rows |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in reasons.most_common()] + [""]
     if missing:
@@ -525,6 +546,11 @@ def main(argv=None) -> int:
     ap.add_argument("--stratify-every", type=int, default=1, metavar="K",
                     help="every K-th row of each model x system x backend x mode group (default 1: all rows)")
     ap.add_argument("--resume", action="store_true", help="skip ids already in the output or its .partial.csv")
+    ap.add_argument("--rerun-errors", metavar="REGEX",
+                    help="with --resume: run again the rows whose aic_error matches REGEX")
+    ap.add_argument("--model-alias", metavar="HF_ID=BUNDLED_ID", action="append", default=[],
+                    help="ask for BUNDLED_ID where a row names HF_ID (a config AIConfigurator would download from "
+                         "HuggingFace); the row's aic_model_path says so. Off by default: it changes the mapping")
     ap.add_argument("--jobs", type=int, default=1, help="aiconfigurator worker processes (default 1)")
     ap.add_argument("--venv", default=str(VENV), help="the aiconfigurator virtualenv (default bench/.venv-peers)")
     ap.add_argument("--aic-log", help="file for aiconfigurator's own messages (default in the temp directory)")
