@@ -19,7 +19,9 @@ validates it like any YAML. Each supported family maps its own config keys to ou
 - Llama 4 (Llama4ForCausalLM, and the text_config of Llama4ForConditionalGeneration): chunked local
   attention on RoPE layers, NoPE global layers, the L2 q/k norm, a shared expert, MoE layers every
   interleave_moe_layer_step;
-- GPT-2, GPT-NeoX: plain MLP, LayerNorm with bias, biases on every linear; learned positions (GPT-2).
+- GPT-2, GPT-NeoX: plain MLP, LayerNorm with bias, biases on every linear; learned positions (GPT-2);
+- Kimi K2.5 (its text_config, DeepSeek-V3's), GLM-5 (MLA, MoE and DeepSeek Sparse Attention -> dsa.*), MiniMax-M2 /
+  M2.5 (GQA, full-width q/k RMSNorm, MoE with a routing bias).
 
 What our schema cannot express is handled in one of two ways, never silently:
 - a structural difference (a shared expert whose width is not a multiple of the routed one, MLP biases
@@ -476,6 +478,53 @@ def _deepseek(c: _Config, fam: str, notes: list) -> dict:
     return spec
 
 
+def _kimi_k25(c: _Config, fam: str, notes: list) -> dict:
+    """Kimi K2.5 (KimiK25ForConditionalGeneration): its text_config is DeepSeek-V3's (model_type kimi_k2); the
+    MoonViT-3D vision tower and its projector are left out (not counted here: their code is not in transformers)."""
+    spec = _deepseek(c.sub("text_config"), "deepseek_v3", notes)
+    notes.append(("the MoonViT-3D vision tower and its patch-merger projector (vision_config)", None))
+    return spec
+
+
+def _glm_dsa(c: _Config, fam: str, notes: list) -> dict:
+    """GLM-5 (GlmMoeDsaForCausalLM): DeepSeek-V3's MLA and MoE plus DeepSeek Sparse Attention, whose lightning
+    indexer has index_n_heads heads of index_head_dim and keeps index_topk keys per query."""
+    spec = _deepseek(c, fam, notes)
+    if "mla" not in spec:
+        raise c.missing("kv_lora_rank", "GLM-5's MLA attention")
+    spec["dsa"] = {"n_heads": c.int("index_n_heads", "dsa.n_heads"), "head_dim": c.int("index_head_dim", "dsa.head_dim"),
+                   "topk": c.int("index_topk", "dsa.topk")}
+    return spec
+
+
+def _minimax_m2(c: _Config, fam: str, notes: list) -> dict:
+    """MiniMax-M2 / M2.5 (MiniMaxM2ForCausalLM): GQA on every layer (attn_type_list all 1), q/k RMSNorm over the
+    flattened projections when qk_norm_type is per_layer (over each head otherwise), every layer a MoE of
+    num_local_experts experts of intermediate_size with a sigmoid router and, with use_routing_bias, a bias per expert."""
+    spec = _dense_core(c)
+    L = spec["n_layers"]
+    spec.update(vocab_size=c.int("vocab_size", "vocab_size"), d_ff=c.int("intermediate_size", "d_ff"),
+                max_context=c.int("max_position_embeddings", "max_context"), mlp="gated", norm="rmsnorm",
+                position="rope", tied_embeddings=c.bool("tie_word_embeddings", False))
+    types = c.d.get("attn_type_list")
+    if types is not None and (not isinstance(types, list) or len(types) != L or set(types) != {1}):
+        raise c.refuse("attn_type_list", "layers that are not full attention (1)")
+    if c.bool("use_qk_norm", False):
+        spec["qk_norm"] = "rmsnorm_full" if c.str("qk_norm_type", "per_layer") == "per_layer" else "rmsnorm"
+    if c.int("shared_intermediate_size", "a shared expert", default=0, minimum=0):
+        raise c.refuse("shared_intermediate_size", "a shared expert in MiniMax-M2")
+    spec["moe"] = {"n_experts": c.int("num_local_experts", "moe.n_experts"),
+                   "n_active": c.int("num_experts_per_tok", "moe.n_active"), "d_ff_expert": spec["d_ff"],
+                   "router_bias": c.bool("use_routing_bias", False)}
+    rd = c.int("rotary_dim", "the rotary width", default=None)
+    if rd and rd < spec["head_dim"]:
+        notes.append((f"rotary_dim {rd} of head_dim {spec['head_dim']}: the op list rotates all of it "
+                      "(a vector op, no parameters)", 0))
+    if c.bool("use_mtp", False):
+        notes.append(("the multi-token-prediction modules (use_mtp; the released checkpoints hold no MTP weights)", None))
+    return spec
+
+
 def _gpt2(c: _Config, fam: str, notes: list) -> dict:
     """GPT-2: learned positions, LayerNorm, biases everywhere, 2-matrix GELU MLP, tied LM head."""
     spec = _dense_core(c, "n_embd", "n_layer", "n_head", gqa=False)
@@ -515,6 +564,8 @@ FAMILIES = {
     "Llama4ForConditionalGeneration": ("llama4", _llama4),
     "DeepseekV2ForCausalLM": ("deepseek_v2", _deepseek), "DeepseekV3ForCausalLM": ("deepseek_v3", _deepseek),
     "GPT2LMHeadModel": ("gpt2", _gpt2), "GPTNeoXForCausalLM": ("gpt_neox", _gpt_neox),
+    "KimiK25ForConditionalGeneration": ("kimi_k25", _kimi_k25), "GlmMoeDsaForCausalLM": ("glm_moe_dsa", _glm_dsa),
+    "MiniMaxM2ForCausalLM": ("minimax_m2", _minimax_m2),
 }
 _BY_TYPE = {fam: (fam, fn) for fam, fn in FAMILIES.values()}
 _BY_TYPE.update({"gemma3_text": ("gemma3", _gemma3), "llama4_text": ("llama4", _llama4), "kimi_k2": ("deepseek_v3", _deepseek)})
@@ -570,7 +621,7 @@ def param_gap(path: str) -> int:
 FIELD_ORDER = ("name", "source", "description", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
                "head_dim", "d_ff", "mlp", "tied_embeddings", "qkv_bias", "o_bias", "linear_bias", "attention_sinks",
                "norm", "norms_per_layer", "qk_norm", "position", "nope_kinds", "max_context", "sliding_window",
-               "attention_chunk", "layer_pattern", "mla", "moe", "weight_formats")
+               "attention_chunk", "layer_pattern", "mla", "dsa", "moe", "weight_formats")
 
 
 def to_yaml(spec: dict) -> str:

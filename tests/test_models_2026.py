@@ -189,3 +189,52 @@ def test_bad_dsa_specs_are_refused(change, field):
     with pytest.raises(SpecError) as e:
         pm.load_model("glm-5", change)
     assert e.value.field == field
+
+
+# ---------------------------------------------------------------- import-config of the shipped config.json files
+_GLM5 = {"architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa", "attention_bias": False,
+         "first_k_dense_replace": 3, "hidden_size": 6144, "index_head_dim": 128, "index_n_heads": 32, "index_topk": 2048,
+         "intermediate_size": 12288, "kv_lora_rank": 512, "max_position_embeddings": 202752,
+         "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_routed_experts": 256, "n_shared_experts": 1,
+         "num_attention_heads": 64, "num_experts_per_tok": 8, "num_hidden_layers": 78, "num_key_value_heads": 64,
+         "num_nextn_predict_layers": 1, "q_lora_rank": 2048, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64,
+         "tie_word_embeddings": False, "topk_method": "noaux_tc", "v_head_dim": 256, "vocab_size": 154880}
+_MINIMAX = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "attn_type_list": [1] * 62,
+            "head_dim": 128, "hidden_size": 3072, "intermediate_size": 1536, "max_position_embeddings": 196608,
+            "num_attention_heads": 48, "num_experts_per_tok": 8, "num_hidden_layers": 62, "num_key_value_heads": 8,
+            "num_local_experts": 256, "qk_norm_type": "per_layer", "rotary_dim": 64, "shared_intermediate_size": 0,
+            "tie_word_embeddings": False, "use_mtp": True, "use_qk_norm": True, "use_routing_bias": True,
+            "vocab_size": 200064}
+_KIMI_TEXT = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "attention_bias": False,
+              "first_k_dense_replace": 1, "hidden_size": 7168, "intermediate_size": 18432, "kv_lora_rank": 512,
+              "max_position_embeddings": 262144, "moe_intermediate_size": 2048, "moe_layer_freq": 1,
+              "n_routed_experts": 384, "n_shared_experts": 1, "num_attention_heads": 64, "num_experts_per_tok": 8,
+              "num_hidden_layers": 61, "num_key_value_heads": 64, "num_nextn_predict_layers": 0, "q_lora_rank": 1536,
+              "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "tie_word_embeddings": False, "topk_method": "noaux_tc",
+              "v_head_dim": 128, "vocab_size": 163840}
+_KIMI = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25", "text_config": _KIMI_TEXT,
+         "vision_config": {"vt_hidden_size": 1152, "vt_num_hidden_layers": 27}}
+
+
+@pytest.mark.parametrize("config,name", [(_GLM5, "glm-5"), (_MINIMAX, "minimax-m2.5"), (_KIMI, "kimi-k2.5")])
+def test_import_config_gives_the_catalog_model(tmp_path, config, name):
+    import json
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(config))
+    got, want = pm.load_model(str(p)), pm.load_model(name)
+    assert param_count(got) == param_count(want)
+    assert engine.kv_growth_per_token(got) == engine.kv_growth_per_token(want)
+    for f in ("mla", "dsa", "qk_norm", "max_context", "moe"):
+        assert getattr(got, f) == getattr(want, f), f
+    assert "Not modelled" in got.description  # the vision tower, the MTP module or the partial rotary is named
+
+
+def test_import_refuses_a_minimax_layer_that_is_not_full_attention(tmp_path):
+    import json
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**_MINIMAX, "attn_type_list": [0] + [1] * 61}))
+    with pytest.raises(SpecError) as e:
+        pm.load_model(str(p))
+    assert e.value.field == "attn_type_list"
