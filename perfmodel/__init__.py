@@ -896,6 +896,60 @@ def published_validation(cases=None, categories=None):
     return _frame(_published(cases, categories))
 
 
+def serving_validation(sample=None, modes=("roofline", "achievable"), model=None, system=None, backend=None,
+                       rounds=2, jobs=1):
+    """Measured serving runs against the serving simulator: every point of AIConfigurator's silicon sample
+    (closed-loop concurrency benchmarks of vLLM, SGLang and TensorRT-LLM; perfmodel/measure/data/aiconfigurator)
+    or of a CSV of the same columns, predicted with the workload as measured (docs/validation.md, "Serving").
+
+    Parameters
+    ----------
+    sample : str -- a silicon-sample CSV (default: the shipped one, pinned in its NOTICE)
+    modes : tuple of str -- 'roofline' and/or 'achievable'
+    model, system, backend : list of str -- only these (catalog names or the sample's own)
+    rounds : int -- measured requests per client after a warm-up of 2 per client (AIPerf measures 20)
+    jobs : int or None -- processes to simulate in (None: one per core)
+
+    Returns
+    -------
+    DataFrame, one row per sample row and mode: id, model_path, system, backend, serving_mode (agg or
+    disagg), isl, osl, concurrency, band, mode, model, hardware, precision, layout, measured_ttft_ms,
+    measured_tpot_ms, predicted_ttft_ms, predicted_tpot_ms (ms), request_rate (1/s), in_flight,
+    status ('ok' or 'skipped'), reason, assumed, ttft_error and tpot_error (predicted / measured - 1).
+
+    Example
+    -------
+    >>> v = pm.serving_validation(model=["llama-3.1-8b"], system=["h200_sxm"], backend=["vllm"], modes=("roofline",))
+    >>> len(v), bool((v.status == "ok").all()), bool((v.in_flight == v.concurrency).all())
+    (21, True, True)
+    """
+    from .cli.validation import _select
+    from .serving import silicon
+
+    df = silicon.load(sample)
+    for col, wanted, opt, mapping in (("model_path", model, "model", silicon.MODELS),
+                                      ("system", system, "system", silicon.SYSTEMS), ("backend", backend, "backend", None)):
+        df = _select(df, col, None if wanted is None else list(wanted), opt, mapping)
+    return silicon.predict(df, tuple(modes), rounds, jobs)
+
+
+def serving_validation_summary(points):
+    """serving_validation's table summarized per mode and category (overall, backend, system, model, agg or
+    disagg, concurrency band): points, median and p90 |error|, bias (the median signed error) and the share
+    within +-25% of TTFT and TPOT.
+
+    Example
+    -------
+    >>> v = pm.serving_validation(model=["llama-3.1-8b"], system=["h200_sxm"], backend=["vllm"], modes=("roofline",))
+    >>> s = pm.serving_validation_summary(v)
+    >>> s[s.category == "overall"].points.tolist()
+    [21]
+    """
+    from .serving import silicon
+
+    return silicon.summarize(points)
+
+
 # ---------------------------------------------------------------- specs
 def load_model(ref, sets=None) -> Model:
     """A model spec as an object (SI units) that code can edit with .replace(field=value).
@@ -1164,7 +1218,8 @@ def make_traffic(requests=None, rate=None, trace=None, prompt_len="512", output_
 
 
 def simulate(model, hw, traffic, policy="continuous", slots=8, kv_manager="paged", block_size=16, sharing=True,
-             prefill="chunked", token_budget=None, prec=None, cost_quantum=16, cost=None, layout=None):
+             prefill="chunked", token_budget=None, prec=None, cost_quantum=16, cost=None, layout=None, concurrency=None,
+             warmup=0):
     """One policy on one traffic: the iteration-level scheduler on the engine's step cost.
 
     Parameters
@@ -1183,6 +1238,9 @@ def simulate(model, hw, traffic, policy="continuous", slots=8, kv_manager="paged
     cost_quantum : int -- token rounding of the step-cost cache
     cost : StepCost -- a ready step cost (its mode and layout)
     layout : Layout -- tp and ep of one replica
+    concurrency : int -- a closed loop of N clients: the traffic's first N requests arrive at their times,
+        request N + k the instant the k-th returns
+    warmup : int -- requests run first and left out of the summary
 
     Returns
     -------
@@ -1198,7 +1256,7 @@ def simulate(model, hw, traffic, policy="continuous", slots=8, kv_manager="paged
     from .serving import simulate as _simulate
 
     return _simulate(model, hw, traffic, policy, slots, kv_manager, block_size, sharing, prefill, token_budget, prec,
-                     cost_quantum, cost, layout)
+                     cost_quantum, cost, layout, concurrency, warmup)
 
 
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None, trace=None,
@@ -1277,7 +1335,7 @@ SAVED_RUN = _saved_run()  # the measured CPU run of docs/validation/cpu-quick, s
 
 __all__ = ["point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge", "compare",
            "formats", "weights", "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "validation",
-           "published_validation", "human", "explore", "load_model", "load_hardware", "catalog_names",
+           "published_validation", "serving_validation", "serving_validation_summary", "human", "explore", "load_model", "load_hardware", "catalog_names",
            "config_to_spec", "build_ops", "param_count", "evaluate", "per_sequence", "max_batch", "parse_quantity",
            "make_traffic", "simulate", "serve_runs", "Model", "Hardware", "Precision", "Layout", "Op", "SpecError",
            "ContextWarning", "DataWarning", "SAVED_RUN", "COUNT_COLUMNS"]

@@ -1101,3 +1101,52 @@ def published(table=None, path=None):
                  f"{100 * med:.0f}%, {100 * within:.0f}% within ±25%; beyond 300% drawn at 300%)")
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- validation against measured serving runs
+BACKEND_COLOURS = {"vllm": "C0", "sglang": "C1", "trtllm": "C2"}
+
+
+def serving_validation(points):
+    """Measured serving runs against the simulator (perfmodel.serving.silicon.predict's table): predicted
+    against measured TTFT and TPOT on log-log axes, one row of panels per mode, coloured by backend, with
+    the +-25% band around the diagonal. Returns a Figure."""
+    plt = _plt()
+    ok = points[points["status"] == "ok"]
+    modes = [m for m in ("roofline", "achievable") if m in set(ok["mode"])] or sorted(set(ok["mode"]))
+    fig, axes = plt.subplots(len(modes), 2, figsize=(10, 4.6 * len(modes)), squeeze=False)
+    for r, mode in enumerate(modes):
+        pm = ok[ok["mode"] == mode]
+        for c, k in enumerate(("ttft", "tpot")):
+            ax = axes[r][c]
+            meas = pm[f"measured_{k}_ms"].to_numpy(float)
+            pred = pm[f"predicted_{k}_ms"].to_numpy(float)
+            good = np.isfinite(meas) & np.isfinite(pred) & (meas > 0) & (pred > 0)
+            if good.any():
+                lo = float(min(meas[good].min(), pred[good].min())) / 1.5
+                hi = float(max(meas[good].max(), pred[good].max())) * 1.5
+            else:
+                lo, hi = 1.0, 10.0
+            x = np.geomspace(lo, hi, 50)
+            ax.fill_between(x, 0.75 * x, 1.25 * x, color="0.85", label="±25%", zorder=1)
+            ax.plot(x, x, color="k", lw=0.8, zorder=2)
+            for b in sorted(set(pm["backend"])):
+                sel = good & (pm["backend"].to_numpy() == b)
+                ax.scatter(meas[sel], pred[sel], s=6, alpha=0.6, c=BACKEND_COLOURS.get(b, "C3"),
+                           label=f"{b} ({int(sel.sum())})", zorder=3)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+            e = np.abs(pm[f"{k}_error"].to_numpy(float))
+            e = e[np.isfinite(e)]
+            med = f"median |error| {100 * np.median(e):.0f}%, {100 * np.mean(e <= 0.25):.0f}% within ±25%" if e.size else ""
+            ax.set_title(f"{k.upper()}, mode {mode}: {med}")
+            ax.set_xlabel(f"measured {k.upper()} (ms)")
+            ax.set_ylabel(f"predicted {k.upper()} (ms)")
+            ax.legend(frameon=False, loc="upper left")
+    fig.suptitle(f"{len(ok) // max(len(modes), 1)} measured serving points (AIConfigurator silicon sample) against "
+                 "perfmodel's serving simulator\nroofline: the ideal bound per step (a measurement should not beat it); "
+                 "achievable: an estimate")
+    fig.tight_layout()
+    return fig

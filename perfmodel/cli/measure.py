@@ -98,9 +98,31 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
              kv: bool = typer.Option(True, "--kv-passes/--no-kv-passes", help="Include the spec's attention_kv_passes (without it attention's K/V read pays gemm_weight_passes)."),
              plot: Optional[str] = typer.Option(None, "--plot", metavar="<file>", help="Write a predicted-vs-measured plot (PNG/SVG/PDF)."),
              ops: Optional[str] = typer.Option(None, "--ops", metavar="<case>", help="A decode case: measured vs predicted time per op."),
+             serving: bool = typer.Option(False, "--serving", help="Validate against measured serving runs instead: AIConfigurator's silicon sample (5,221 closed-loop benchmarks of vLLM, SGLang and TensorRT-LLM), TTFT and TPOT predicted by the serving simulator."),
+             sample: Optional[str] = typer.Option(None, "--sample", metavar="<file>", help="With --serving: a silicon-sample CSV of your own (default: the shipped one)."),
+             out: Optional[str] = typer.Option(None, "-o", "--out", metavar="<file>", help="With --serving: write the per-point table (measured and predicted TTFT/TPOT) as CSV."),
+             mode: str = typer.Option("roofline,achievable", "--mode", metavar="<mode list>", help="With --serving: roofline, achievable or both."),
+             model: Optional[str] = typer.Option(None, "-m", "--model", metavar="<name list>", help="With --serving: only these models (catalog names or the sample's model paths)."),
+             system: Optional[str] = typer.Option(None, "--system", metavar="<name list>", help="With --serving: only these systems (catalog or sample names)."),
+             backend: Optional[str] = typer.Option(None, "--backend", metavar="<name list>", help="With --serving: only these backends (vllm, sglang, trtllm)."),
+             rounds: int = typer.Option(2, "--rounds", metavar="<int>", help="With --serving: measured requests per client after the warm-up of 2 per client (AIPerf measures 20)."),
+             jobs: Optional[int] = typer.Option(None, "--jobs", metavar="<int>", help="With --serving: processes to simulate in (default: one per core)."),
              fmt: str = Fmt):
     """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|.
-    With --published: the published end-to-end measurements, bound and estimate side by side."""
+    With --published: the published end-to-end measurements, bound and estimate side by side.
+    With --serving: measured serving runs (closed-loop concurrency benchmarks) against the serving simulator."""
+    serving_opts = {"--sample": sample, "-o": out, "-m": model, "--system": system, "--backend": backend,
+                    "--jobs": jobs}
+    if serving:
+        if results is not None or published:
+            raise SpecError("--serving", None, "takes no results folder and not --published")
+        from .validation import serving as run_serving
+
+        return run_serving(sample, out, plot, mode, model, system, backend, rounds, jobs, _fmt(fmt), summary_only)
+    given = [k for k, v in serving_opts.items() if v is not None] + (["--mode"] if mode != "roofline,achievable" else []) \
+        + (["--rounds"] if rounds != 2 else [])
+    if given:
+        raise SpecError(given[0], None, "goes with --serving")
     if published:
         if results is not None:
             raise SpecError("--published", None, "takes no results folder (it validates against published measurements)")

@@ -63,7 +63,10 @@ class FastCost:
         self.attention = st.attention
         self.mode = cost.mode
         self.calls = 0
-        self.fast = not (st.exact or self.lay.ep > 1 or st._depends("decode") or st._depends("prefill"))
+        # decode-only iterations are priced here unless their ops with weights vary with the context; mixed ones
+        # also need the prefill ops not to (MLA's prefill up-projection does: those go to StepCost)
+        self.fast_decode = not (st.exact or self.lay.ep > 1 or st._depends("decode"))
+        self.fast = self.fast_decode and not st._depends("prefill")
         self.mcap = int(budget) if budget else 4096  # prefill steps carry at most the budget (whole prompts: grown)
         self._dec_prefix = None  # (device, host, step) arrays over n = 0 .. len - 1
         self._pre_prefix: dict = {}  # n -> (device, host, step) arrays over M = 0 .. len - 1
@@ -200,14 +203,65 @@ class FastCost:
                 sums[b], sums[b + 2], sums[b + 3], sums[b + 4], sums[b + 5])
             op.w_read = wmax[i]
 
+    # -- a run of decode-only iterations ------------------------------------------------------------
+    def decode_steps(self, S0: np.ndarray, k: int):
+        """The times of k decode-only iterations of the same rows, row i at context S0_i + j in iteration j
+        (what k calls self(ones, S0 + j) return, each row's terms summed in another order), or None where
+        that is not exact: ops with weights that vary by row, or an iteration with no attention FLOPs.
+        Row i's table index ceil((S0_i + j) / q) steps up every q iterations, so iteration j's sums are
+        counts of rows per index times the table: one matrix product and one vectorized pricing for all k."""
+        if not self.fast_decode or k < 1:
+            return None
+        m = int(S0.size)
+        dev0, host0, step0 = (float(x) for x in self._decode_prefix(m))
+        lo = int(-(-int(S0.min()) // self.q))
+        hi = int(-(-(int(S0.max()) + k - 1) // self.q))
+        if self._dec is None or hi >= len(self._dec[1]):
+            self._decode_table(hi)
+        ops, table, const, w0 = self._dec
+        if not all(const):
+            return None
+        K = hi - lo + 1
+        sums = np.empty((k, table.shape[1]))
+        step = max(1, 4_000_000 // max(m, K))  # iterations per block: a few MB of counts at most
+        j0 = 0
+        while j0 < k:
+            j = np.arange(j0, min(k, j0 + step), dtype=np.int64)
+            idx = -(-(S0[None, :] + j[:, None]) // self.q) - lo
+            flat = (np.arange(j.size, dtype=np.int64)[:, None] * K + idx).ravel()
+            C = np.bincount(flat, minlength=j.size * K).reshape(j.size, K).astype(np.float64)
+            sums[j0:j0 + j.size] = C @ table[lo:hi + 1]
+            j0 += j.size
+        w = _KEYS + 1
+        nops = len(ops)
+        filled = [copy.copy(op) for op in ops]
+        for i, op in enumerate(filled):
+            b = i * w
+            sf = sums[:, b]
+            if op.keys is not None:
+                if not np.all(sf > 0):
+                    return None
+                op.keys = sf / sums[:, nops * w + i]
+            op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
+                sf, sums[:, b + 2], sums[:, b + 3], sums[:, b + 4], sums[:, b + 5])
+            op.w_read = w0[i]
+        dev, host, stp = np.full(k, dev0), np.full(k, host0), np.full(k, step0)
+        for op, (tc, tmem, t, b, t_cpu, t_step) in zip(filled, self.tm.price(filled, self.hw, self.prec, self.lay)):
+            c = op.count
+            dev = dev + np.asarray(t, dtype=np.float64) * c
+            host = host + np.asarray(t_cpu, dtype=np.float64) * c
+            stp = stp + np.asarray(t_step, dtype=np.float64) * c
+        self.calls += k
+        return np.where((host == 0.0) & (stp == 0.0), dev, np.maximum(dev, host) + stp)
+
     # -- one iteration ------------------------------------------------------------------------------
     def __call__(self, T: np.ndarray, S: np.ndarray) -> float:
         self.calls += 1
-        if not self.fast:
-            return self.base(list(zip(T.tolist(), S.tolist())))
         n = int(T.size)
         dec = T == 1
         nd = int(np.count_nonzero(dec))
+        if not (self.fast or (self.fast_decode and nd == n)):
+            return self.base(list(zip(T.tolist(), S.tolist())))
         if nd == n:
             dev, host, step = self._decode_prefix(n)
         else:
@@ -260,7 +314,7 @@ def fits_alone(sizes: KVSizes, block: int, prompt, out) -> np.ndarray:
 
 def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, prefill: str = "chunked",
         block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16,
-        concurrency: int | None = None) -> dict:
+        concurrency: int | None = None, leap: bool = True) -> dict:
     """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
@@ -316,6 +370,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
 
     def free():
         return cap - blocks * bb - nseq * ps
+
+    leap = stop is None and leap and getattr(cost, "decode_steps", None) is not None
 
     stopped = None
     if stop is not None:
@@ -414,6 +470,27 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
         # the iteration's batch
         todo = rK - rC
         top = int(todo.max())
+        if top == 1 and leap and not preempted and rF.all():
+            # decodes only, every row past its first token: the iterations before the next finish are the same
+            # rows a context longer each; they are priced at once while no arrival, block or finish intervenes
+            k = int((rO - rG).min()) - 1
+            if k >= 2 and (nxt >= n or arrival[nxt] > t):
+                grow = int(((rK + k + bm1) // b).sum()) - int(rH.sum())
+                dts = cost.decode_steps(rC + 1, k) if grow * bb * (1 + 1e-9) + 1.0 < free() else None
+                if dts is not None:
+                    if nxt < n:  # an arrival joins before the first iteration that starts at or after it
+                        starts = t + np.concatenate([[0.0], np.cumsum(dts)[:-1]])
+                        k = max(1, int(np.searchsorted(starts[1:], arrival[nxt], side="left")) + 1)
+                        dts = dts[:k]
+                    for dt in dts.tolist():  # the clock advances as the per-iteration loop advances it
+                        t += dt
+                    busy += float(np.sum(dts))
+                    rC, rK, rG = rC + k, rK + k, rG + k
+                    last[rid] = t
+                    generated += m * k
+                    steps += k
+                    peak_running = max(peak_running, m)
+                    continue
         if top == 1:  # decodes only: every running request brings one token
             T = ones.get(m)
             if T is None:

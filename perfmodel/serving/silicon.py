@@ -1,0 +1,514 @@
+"""Serving validation: predict measured serving runs (closed-loop concurrency benchmarks) and report the error.
+
+The measured points are NVIDIA AIConfigurator's silicon sample (perfmodel/measure/data/aiconfigurator: 5,221
+runs of vLLM, SGLang and TensorRT-LLM on H100, H200, B200, B300, GB200 and GB300, Apache-2.0, pinned in NOTICE).
+Each row is one benchmark: N clients in a closed loop (AIPerf --concurrency N, --num-requests 20 N,
+--warmup-request-count 2 N, fixed ISL/OSL with ignore_eos: AIConfigurator's benchmark template
+bench_run.sh.j2), one layout of one worker (agg) or a prefill pool and a decode pool (disagg), and the measured
+TTFT and TPOT in ms. docs/validation.md ("Serving") gives the method and today's errors.
+
+A point is predicted by the serving simulator on the op list's step cost, with the workload as measured:
+- agg: one worker, closed loop of N clients (fastsim.run(concurrency=N)), chunked prefill with the engine's
+  default token budget (ENGINES), the KV cache as large as memory allows; 2 N warm-up requests, then
+  `rounds` x N measured (AIPerf measures 20 N: `rounds` trades run time against the ramp and drain error,
+  reported by the mean in-flight column). TTFT = first token - send (queueing included, as AIPerf measures
+  it), TPOT = (last - first token) / (OSL - 1); both the mean over the measured requests.
+- disagg: W_p prefill workers and W_d decode workers. The N clients split between the two stages; each
+  stage is a closed loop of its share (a prefill worker's requests end at their first token, plus the KV
+  transfer; a decode worker's arrive prefilled), and the split is where both stages serve the same request
+  rate (Little's law per stage: N_p = X T_p, N_d = X T_d), found by bisection on the prefill stage's clients.
+  TTFT = T_p (queueing, prefill, transfer), TPOT = T_d / (OSL - 1).
+
+Layouts map as AIConfigurator's: a worker has tp x attention_dp devices; perfmodel's Layout(tp, ep=attention_dp)
+runs attention data-parallel over attention_dp groups of tp devices with the experts spread over all of them
+(ops.Layout). Rows whose attention is tensor-parallel and experts expert-parallel (attention_dp 1, moe_ep > 1)
+are priced with the experts tensor-parallel: the same weights, FLOPs and bytes per device, all-reduces where the
+engine runs all-to-alls. Precision maps as AIConfigurator's profiles (sdk/task_v1_compat.py _PROFILE_TO_QUANT):
+fp8 -> fp8 weights, activations and KV cache; nvfp4 -> NVFP4 weights and activations, fp8 KV; int4_wo -> int4
+weights, bf16 activations; bf16 -> bf16. Never is a parameter fitted to these points.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SpecError
+from ..ops import Layout
+from . import fastsim
+from .slo import Instance
+
+DATA = Path(__file__).resolve().parent.parent / "measure" / "data" / "aiconfigurator"
+SAMPLE = DATA / "silicon_sample.csv"
+MAX_FILE_BYTES = 64 * 2**20  # a silicon-sample CSV larger than this is refused before it is read
+COLUMNS = ("id", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
+           "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "attention_dp_size", "moe_tp_size",
+           "moe_ep_size", "prefill_num_workers", "prefill_tp_size", "prefill_attention_dp_size",
+           "decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_attention_dp_size",
+           "silicon_ttft_ms", "silicon_tpot_ms")
+
+# The sample's checkpoints -> catalog models (the same architecture; the quantized checkpoints' formats come
+# from the row's quant modes)
+MODELS = {
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",  # V3.1 keeps V3's architecture (config.json: DeepseekV3ForCausalLM)
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "moonshotai/Kimi-K2.5": "kimi-k2.5",
+    "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
+    "zhipuai/GLM-5": "glm-5",
+}
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
+           "gb300": "gb300"}
+# quant mode (or the row's precision when no quant mode is given) -> (weights, activations, KV cache)
+# AIConfigurator sdk/task_v1_compat.py _PROFILE_TO_QUANT: fp8 -> kvcache fp8; nvfp4 -> kvcache fp8;
+# bfloat16 -> kvcache bfloat16
+PRECISION = {"fp8": ("fp8", "fp8", "fp8"), "fp8_block": ("fp8", "fp8", "fp8"), "nvfp4": ("nvfp4", "nvfp4", "fp8"),
+             "fp4": ("nvfp4", "nvfp4", "fp8"), "int4_wo": ("int4", "bf16", "bf16"), "int4": ("int4", "bf16", "bf16"),
+             "bf16": ("bf16", "bf16", "bf16")}
+
+
+def budget(engine: str, hw) -> int:
+    """The engine's default tokens per iteration (docs/validation.md, "Serving", quotes each source):
+    vLLM `vllm serve` max_num_batched_tokens 8192 on GPUs of >= 70 GiB (engine/arg_utils.py); SGLang
+    chunked_prefill_size 8192 below 160 GiB (H100, H200) and 16384 above (B200, B300, GB200, GB300)
+    (server_args.py _handle_gpu_memory_settings); TensorRT-LLM max_num_tokens 8192 (BuildConfig)."""
+    if engine == "sglang" and hw.memory_capacity >= 160 * 2**30:
+        return 16384
+    return 8192
+MODES = ("roofline", "achievable")
+BANDS = ((1, 4, "1-4"), (5, 32, "5-32"), (33, 128, "33-128"), (129, 512, "129-512"), (513, math.inf, ">512"))
+
+
+def _num(x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _int(x) -> int | None:
+    v = _num(x)
+    return int(v) if math.isfinite(v) and v >= 1 and v == int(v) else None
+
+
+def load(path=None):
+    """The silicon sample as a DataFrame (the shipped copy, or a CSV of the same columns). One line on a bad file."""
+    import pandas as pd
+
+    p = Path(SAMPLE if path is None else path).expanduser()
+    name = str(path) if path is not None else "silicon_sample.csv"
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise SpecError(name, None, f"cannot be read ({e.strerror or e})") from None
+    if size > MAX_FILE_BYTES:
+        raise SpecError(name, None, f"is {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} for a silicon sample")
+    try:
+        df = pd.read_csv(p, dtype={"id": str, "backend_version": str}, keep_default_na=True)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise SpecError(name, None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise SpecError(name, missing[0], f"missing column (the silicon sample's columns: {', '.join(COLUMNS[:6])}, ...)")
+    for c in ("isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"):
+        v = pd.to_numeric(df[c], errors="coerce")
+        bad = ~(np.isfinite(v) & (v > 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise SpecError(name, f"row {i + 2}, column {c}", f"expected a positive number, got {df[c].iloc[i]!r}")
+    if df["id"].duplicated().any():
+        raise SpecError(name, "id", f"duplicate id {df['id'][df['id'].duplicated()].iloc[0]!r}")
+    return df
+
+
+def concurrency(row) -> int | None:
+    """The clients of the benchmark: silicon_concurrency in silicon_data_source (AIPerf's --concurrency), else
+    from the id (_c<N>_), else batch size x attention-DP ranks (agg) or x decode workers (disagg)."""
+    for text, pat in ((row.get("silicon_data_source"), r"silicon_concurrency=(\d+)"), (row.get("id"), r"_c(\d+)_")):
+        m = re.search(pat, str(text)) if isinstance(text, str) else None
+        if m and int(m.group(1)) >= 1:
+            return int(m.group(1))
+    if row["mode"] == "agg":
+        b, d = _int(row["batch_size"]), _int(row["attention_dp_size"]) or 1
+        return None if b is None else b * d
+    b, w, d = _int(row["decode_batch_size"]), _int(row["decode_num_workers"]), _int(row["decode_attention_dp_size"]) or 1
+    return None if b is None or w is None else b * w * d
+
+
+def _layout(model, tp, adp) -> tuple[Layout | None, str]:
+    """AIConfigurator's worker layout (tp, attention_dp) as perfmodel's, or None and why not."""
+    t, d = _int(tp), _int(adp) or 1
+    if t is None:
+        return None, "no tp_size"
+    if d > 1 and not model.moe:
+        return None, f"attention_dp {d} on a dense model"
+    if model.N % t or (model.K % t and t % model.K):
+        return None, f"tp {t} does not divide {model.N} heads / {model.K} KV heads"
+    if d > 1 and model.moe.n_experts % d:
+        return None, f"{model.moe.n_experts} experts do not split over {d} attention-DP groups"
+    return Layout(t, 1, d, 1), ""
+
+
+def plan(df) -> list[dict]:
+    """Per row: the catalog model and device, precision, layouts, concurrency and workers, or the reason the row
+    cannot be predicted ("status": "ok" or "skipped", "reason")."""
+    from .. import api
+
+    out, specs = [], {}
+    for row in df.to_dict("records"):
+        r = {"id": row["id"], "status": "skipped", "reason": "", "assumed": ""}
+        out.append(r)
+        name, dev = MODELS.get(row["model_path"]), SYSTEMS.get(row["system"])
+        if name is None:
+            r["reason"] = f"model {row['model_path']} not in the catalog"
+            continue
+        if dev is None:
+            r["reason"] = f"system {row['system']} not in the catalog"
+            continue
+        try:
+            if (name, dev) not in specs:
+                (m,), (hw,) = api.specs(name, dev, None)
+                specs[(name, dev)] = (m, hw)
+        except SpecError as e:
+            r["reason"] = f"{name} or {dev} not in the catalog ({e.problem})"
+            continue
+        m, hw = specs[(name, dev)]
+        q = row["gemm_quant_mode"] if isinstance(row["gemm_quant_mode"], str) else row["precision"]
+        if not isinstance(q, str):
+            q = "bf16"
+            r["assumed"] = "precision not given: bf16 (the checkpoint's own)"
+        if q not in PRECISION:
+            r["reason"] = f"quant mode {q} not mapped"
+            continue
+        n = concurrency(row)
+        if n is None:
+            r["reason"] = "no concurrency"
+            continue
+        r.update(model=name, hardware=dev, weights=PRECISION[q][0], act=PRECISION[q][1], kv=PRECISION[q][2],
+                 concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
+                 budget=budget(row["backend"], hw))
+        if row["mode"] == "agg":
+            lay, why = _layout(m, row["tp_size"], row["attention_dp_size"])
+            if lay is None:
+                r["reason"] = why
+                continue
+            r.update(layout=lay, status="ok")
+        else:
+            lp, why_p = _layout(m, row["prefill_tp_size"], row["prefill_attention_dp_size"])
+            ld, why_d = _layout(m, row["decode_tp_size"], row["decode_attention_dp_size"])
+            if lp is None or ld is None:
+                r["reason"] = f"prefill: {why_p}" if lp is None else f"decode: {why_d}"
+                continue
+            wp, wd = _int(row["prefill_num_workers"]), _int(row["decode_num_workers"])
+            if wp is None or wd is None:
+                wp, wd = wp or 1, wd or 1
+                r["assumed"] = "; ".join(x for x in (r["assumed"], f"workers not given: {wp} prefill, {wd} decode") if x)
+            r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
+    return out
+
+
+# ---------------------------------------------------------------- one point
+class Predictor:
+    """Predicts planned points, caching instances (per model, device, precision, layout, mode) and results (per
+    workload), so that rows differing only in backend version or measured values are simulated once."""
+
+    def __init__(self, mode: str, rounds: int = 2, warmup: int = 2, quantum: int = 16, block: int = 16):
+        from .. import api
+
+        self.mode, self.rounds, self.warmup, self.quantum, self.block = mode, rounds, warmup, quantum, block
+        self.impl = api.check_mode(mode, None, MODES)
+        self.insts: dict = {}
+        self.results: dict = {}
+        self.transfers: dict = {}
+
+    def instance(self, p: dict, lay: Layout, budget: int) -> Instance:
+        from .. import api
+
+        key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], lay, budget)
+        inst = self.insts.get(key)
+        if inst is None:
+            (m,), (hw,) = api.specs(p["model"], p["hardware"], None)
+            prec = api._prec(p["weights"], p["kv"], p["act"])
+            inst = self.insts[key] = Instance(m, hw, prec, lay, self.mode, self.impl, self.quantum, budget, None,
+                                              self.block)
+        return inst
+
+    @staticmethod
+    def no_evict(inst: Instance, isl: int, osl: int, engine: str):
+        """TensorRT-LLM admits a request only while every running one's whole ISL + OSL cache fits (its default
+        capacity scheduler, GUARANTEED_NO_EVICT): at most this many run. vLLM and SGLang admit on the cache in
+        use and preempt when it runs out (None: the KV manager decides)."""
+        if engine != "trtllm":
+            return None
+        per = -(-(isl + osl) // inst.block) * inst.sizes.per_token * inst.block + inst.sizes.per_seq
+        return max(1, int(inst.sizes.capacity // per))
+
+    def closed(self, inst: Instance, n: int, isl: int, osl: int, prefilled=False, prefill="chunked", slots=None,
+               warmup=None, rounds=None) -> dict:
+        """One worker's closed loop of n clients: mean TTFT, mean stage time and TPOT, request rate, in flight."""
+        warmup = self.warmup if warmup is None else warmup
+        rounds = self.rounds if rounds is None else rounds
+        key = (id(inst), n, isl, osl, prefilled, prefill, slots, warmup, rounds)
+        r = self.results.get(key)
+        if r is not None:
+            return r
+        # warm-up, `rounds` measured requests per client, then one more per client that keeps every client busy
+        # while the measured ones finish (AIPerf's 20 rounds make its drain 1/20 of the run; ours is left out)
+        warm, total = warmup * n, (warmup + rounds + 1) * n
+        P, O = np.full(total, isl, dtype=np.int64), np.full(total, osl, dtype=np.int64)
+        if not fastsim.fits_alone(inst.sizes, inst.block, P[:1], O[:1]):
+            raise SpecError("silicon", None, f"does not fit: one request's KV cache ({isl} + {osl} tokens) is more "
+                                             f"than the {inst.sizes.capacity:.4g} B left after the weights")
+        s = fastsim.run(np.zeros(total), P, O, inst.sizes, inst.cost, slots, inst.budget, prefill, inst.block,
+                        prefilled=prefilled, concurrency=n)
+        w = slice(warm, warm + rounds * n)
+        sent, first, last, done = s["arrival"][w], s["first"][w], s["last"][w], s["done"][w]
+        t_a, t_b = float(sent.min()), float(done.max())
+        span = t_b - t_a
+        # requests in flight over the window, all of them counted (Little's law: = n, the clients, in a closed loop)
+        held = np.clip(np.minimum(s["done"], t_b) - np.maximum(s["arrival"], t_a), 0.0, None)
+        r = self.results[key] = {
+            "ttft": float(np.mean(first - sent)), "stage": float(np.mean(done - sent)),
+            "tpot": float(np.mean((last - (sent if prefilled else first)) / max(osl - 1, 1))),
+            "rate": float(np.sum(held)) / span / float(np.mean(done - sent)),  # Little: L / mean time in the system
+            "in_flight": float(np.sum(held)) / span,
+            "preempted": int(s["preempted"]), "peak_running": int(s["peak_running"])}
+        return r
+
+    def agg(self, p: dict) -> dict:
+        inst = self.instance(p, p["layout"], p["budget"])
+        r = self.closed(inst, p["concurrency"], p["isl"], p["osl"],
+                        slots=self.no_evict(inst, p["isl"], p["osl"], p["engine"]))
+        return {"ttft_s": r["ttft"], "tpot_s": r["tpot"], "in_flight": r["in_flight"], "request_rate": r["rate"],
+                "preempted": r["preempted"]}
+
+    def disagg(self, p: dict) -> dict:
+        from .disagg import Transfer
+
+        pre = self.instance(p, p["layout"], p["budget"])
+        dec = self.instance(p, p["decode_layout"], p["budget"])
+        N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
+        tkey = (id(pre), id(dec))
+        tr = self.transfers.get(tkey)
+        if tr is None:
+            devices = pre.lay.devices * Wp + dec.lay.devices * Wd
+            tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
+                                                 self.impl)
+        move = float(tr(np.array([isl]))[0])
+        slots = self.no_evict(dec, isl, osl, p["engine"])
+        f_p = f_d = 1.0
+        for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
+            c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d)
+            c_d = max(1, round((N - c_p * Wp) / Wd))
+            a = self.closed(pre, c_p, isl, 1, prefill="separate")
+            b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots) if osl > 1 else None
+            t_p = a["stage"] + move
+            x_p, x_d = Wp * c_p / t_p, (Wd * b["rate"] if b else math.inf)
+            if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
+                break
+            est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d)
+            f_p, f_d = x_p / est_p, x_d / est_d
+        return {"ttft_s": t_p, "tpot_s": b["tpot"] if b else math.nan, "in_flight": math.nan,
+                "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
+                "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
+                "decode_clients": c_d * Wd}
+
+    @staticmethod
+    def rates(pre: Instance, dec: Instance, Wp: int, Wd: int, isl: int, osl: int, move: float, slots, c_p, c_d):
+        """The stages' request rates from their step costs (split's estimates) at c_p and c_d clients per worker."""
+        per = max(1, int(pre.budget) // max(isl, 1))
+        cap = int(dec.sizes.capacity // (-(-(isl + osl) // dec.block) * dec.block * dec.sizes.per_token
+                                         + dec.sizes.per_seq))
+        cap = max(1, min(cap, slots) if slots else cap)
+        k = min(c_p, per)
+        tau = pre.step(np.full(k, isl), np.full(k, isl))
+        xp = Wp * min(c_p / (c_p / k * tau + move), k / tau)
+        if osl <= 1:
+            return xp, math.inf
+        r = min(c_d, cap)
+        tau = dec.step(np.ones(r, dtype=np.int64), np.full(r, isl + osl // 2))
+        return xp, Wd * r / ((osl - 1) * tau)
+
+    @classmethod
+    def split(cls, pre: Instance, dec: Instance, N: int, Wp: int, Wd: int, isl: int, osl: int, move: float, slots,
+              f_p: float = 1.0, f_d: float = 1.0) -> int:
+        """Clients per prefill worker where both stages serve the same request rate, from their step costs: a
+        prefill worker with c clients runs iterations of k = min(c, budget // isl) whole prompts, serving
+        k / tau_p(k) requests per second (each client also waits the transfer); a decode worker with c clients
+        runs c rows (at most what its KV cache or scheduler holds) at the mean context isl + osl / 2, serving
+        c / ((osl - 1) tau_d(c)). f_p and f_d scale the two estimates (simulated over estimated rate at the last
+        split). The bisection is on step costs only; the stages are then simulated there."""
+        def x_p(c):
+            return f_p * cls.rates(pre, dec, Wp, Wd, isl, 1, move, slots, c, 1)[0]
+
+        def x_d(c):
+            return f_d * cls.rates(pre, dec, Wp, Wd, isl, osl, move, slots, 1, c)[1]
+
+        lo, hi = 1, max(1, (N - Wd) // Wp)
+        if x_p(hi) <= x_d(max(1, round((N - hi * Wp) / Wd))):
+            return hi
+        while hi - lo > 1:  # x_p grows with its clients, x_d falls as they leave the decode stage
+            mid = (lo + hi) // 2
+            if x_p(mid) < x_d(max(1, round((N - mid * Wp) / Wd))):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def __call__(self, p: dict) -> dict:
+        return self.agg(p) if "decode_layout" not in p else self.disagg(p)
+
+
+# ---------------------------------------------------------------- the whole sample
+def _band(n) -> str:
+    for lo, hi, name in BANDS:
+        if lo <= n <= hi:
+            return name
+    return ""
+
+
+_PREDICTORS: dict = {}  # per process: mode -> Predictor (its caches outlive one batch of points)
+
+
+def _predict_batch(mode: str, rounds: int, batch: list) -> list:
+    """Predict (index, plan) pairs in this process: (index, outputs or the reason it does not fit)."""
+    pred = _PREDICTORS.get((mode, rounds))
+    if pred is None:
+        pred = _PREDICTORS[(mode, rounds)] = Predictor(mode, rounds)
+    out = []
+    for i, p in batch:
+        try:
+            out.append((i, pred(p)))
+        except SpecError as e:
+            fit = e.problem.startswith("does not fit") or e.field == "memory_capacity"
+            out.append((i, ("" if e.problem.startswith("does not fit") else "does not fit: ") + e.problem if fit
+                        else f"{e.where}: {e.field + ': ' if e.field else ''}{e.problem}"))
+    return out
+
+
+def _batches(plans: list, size: int = 8) -> list:
+    """Planned points grouped by what their simulations share (model, device, precision, layouts), in batches."""
+    ok = [(i, p) for i, p in enumerate(plans) if p["status"] == "ok"]
+    ok.sort(key=lambda x: (x[1]["model"], x[1]["hardware"], x[1]["weights"], _lay(x[1]), x[1]["isl"], x[1]["osl"]))
+    return [ok[k:k + size] for k in range(0, len(ok), size)]
+
+
+def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=None) -> "pd.DataFrame":
+    """One row per sample row and mode: measured and predicted TTFT and TPOT (ms), their relative errors
+    (predicted - measured) / measured, and what was assumed or why a row was not predicted. jobs > 1 spreads
+    the simulations over that many processes (None: one per core)."""
+    import os
+
+    import pandas as pd
+
+    plans = plan(df)
+    base = df.reset_index(drop=True)
+    batches = _batches(plans)
+    work = [(mode, b) for mode in modes for b in batches]
+    todo, done = sum(len(b) for _, b in work), 0
+    results: dict = {}
+    jobs = os.cpu_count() or 1 if jobs is None else max(1, int(jobs))
+    if jobs == 1 or len(work) <= 1:
+        for mode, b in work:
+            for i, out in _predict_batch(mode, rounds, b):
+                results[(mode, i)] = out
+            done += len(b)
+            if progress is not None:
+                progress(done, todo)
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futs = {pool.submit(_predict_batch, mode, rounds, b): (mode, len(b)) for mode, b in work}
+            try:
+                for f in as_completed(futs):
+                    mode, size = futs[f]
+                    for i, out in f.result():
+                        results[(mode, i)] = out
+                    done += size
+                    if progress is not None:
+                        progress(done, todo)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    rows = []
+    for mode in modes:
+        for i, p in enumerate(plans):
+            src = base.iloc[i]
+            r = {"id": p["id"], "model_path": src["model_path"], "system": src["system"], "backend": src["backend"],
+                 "backend_version": src["backend_version"], "serving_mode": src["mode"], "isl": int(src["isl"]),
+                 "osl": int(src["osl"]), "concurrency": p.get("concurrency", math.nan),
+                 "band": _band(p["concurrency"]) if p.get("concurrency") else "", "mode": mode,
+                 "model": p.get("model", ""), "hardware": p.get("hardware", ""),
+                 "precision": "/".join(p[k] for k in ("weights", "act", "kv")) if "weights" in p else "",
+                 "layout": _lay(p), "measured_ttft_ms": float(src["silicon_ttft_ms"]),
+                 "measured_tpot_ms": float(src["silicon_tpot_ms"]), "predicted_ttft_ms": math.nan,
+                 "predicted_tpot_ms": math.nan, "request_rate": math.nan, "in_flight": math.nan,
+                 "status": p["status"], "reason": p["reason"], "assumed": p["assumed"]}
+            out = results.get((mode, i))
+            if isinstance(out, str):
+                r.update(status="skipped", reason=out)
+            elif out is not None:
+                r.update(predicted_ttft_ms=out["ttft_s"] * 1e3, predicted_tpot_ms=out["tpot_s"] * 1e3,
+                         in_flight=out["in_flight"], request_rate=out["request_rate"])
+            rows.append(r)
+    t = pd.DataFrame(rows)
+    for k in ("ttft", "tpot"):
+        t[f"{k}_error"] = (t[f"predicted_{k}_ms"] - t[f"measured_{k}_ms"]) / t[f"measured_{k}_ms"]
+    return t
+
+
+def _lay(p: dict) -> str:
+    if "layout" not in p:
+        return ""
+    f = lambda l: f"tp{l.tp}" + (f"xdp{l.ep}" if l.ep > 1 else "")  # noqa: E731
+    if "decode_layout" in p:
+        return f"{p['prefill_workers']}x{f(p['layout'])} + {p['decode_workers']}x{f(p['decode_layout'])}"
+    return f(p["layout"])
+
+
+CATEGORIES = (("overall", None), ("backend", "backend"), ("system", "system"), ("model", "model_path"),
+              ("serving", "serving_mode"), ("concurrency", "band"))
+
+
+def summarize(points) -> "pd.DataFrame":
+    """Per mode and category: points predicted, median and p90 |error| and the signed bias (median error) of
+    TTFT and TPOT, and the share within +-25%."""
+    import pandas as pd
+
+    rows = []
+    ok = points[points["status"] == "ok"]
+    for mode in points["mode"].unique():
+        pm = ok[ok["mode"] == mode]
+        for cat, col in CATEGORIES:
+            groups = [("all", pm)] if col is None else list(pm.groupby(col, sort=True))
+            for name, g in groups:
+                r = {"mode": mode, "category": cat, "group": str(name), "points": len(g)}
+                for k in ("ttft", "tpot"):
+                    e = g[f"{k}_error"].to_numpy(dtype=float)
+                    e = e[np.isfinite(e)]
+                    a = np.abs(e)
+                    r.update({f"{k}_median_abs": float(np.median(a)) if a.size else math.nan,
+                              f"{k}_p90_abs": float(np.percentile(a, 90)) if a.size else math.nan,
+                              f"{k}_bias": float(np.median(e)) if e.size else math.nan,
+                              f"{k}_within_25": float(np.mean(a <= 0.25)) if a.size else math.nan})
+                rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def coverage(points) -> dict:
+    """Rows predicted and not, with the reasons counted (one mode's rows: a row is predicted in every mode or none)."""
+    first = points[points["mode"] == points["mode"].iloc[0]]
+    skipped = first[first["status"] != "ok"]
+    reasons = skipped["reason"].str.replace(r"\d[\d.e+]* B\b", "N B", regex=True).value_counts()
+    return {"rows": len(first), "predicted": int((first["status"] == "ok").sum()),
+            "assumed": int((first["assumed"] != "").sum()), "skipped": {str(k): int(v) for k, v in reasons.items()}}
