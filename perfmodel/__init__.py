@@ -82,7 +82,9 @@ def _frame(table):
                 continue
         if k in COUNT_COLUMNS and a.dtype.kind == "f":
             nan = np.isnan(a)
-            if (nan | (np.mod(a, 1) == 0)).all():
+            with np.errstate(invalid="ignore"):  # inf (slots=None) is not whole
+                whole = (nan | (np.mod(a, 1) == 0)).all()
+            if whole:
                 a = pd.array(a, dtype="Int64") if nan.any() else a.astype(np.int64)
         cols[k] = a
     return pd.DataFrame(cols)

@@ -343,11 +343,19 @@ def _busiest_group(T, S, ep: int) -> np.ndarray:
     longest-first assignment of the sequences to the least-loaded group by tokens attended."""
     if ep <= 1 or T.size <= 1:
         return np.ones(T.size, dtype=bool)
-    load, owner = np.zeros(ep), np.empty(T.size, dtype=int)
-    for i in np.argsort(-(T * S), kind="stable"):
-        k = int(np.argmin(load))
-        owner[i], load[k] = k, load[k] + T[i] * S[i]
-    return owner == int(np.argmax(load))
+    import heapq
+
+    w = T * S
+    heap = [(0.0, k) for k in range(ep)]  # (load, group): the least loaded first, the lowest group among equals
+    owner = np.empty(T.size, dtype=int)
+    for i in np.argsort(-w, kind="stable").tolist():
+        load, k = heap[0]
+        owner[i] = k
+        heapq.heapreplace(heap, (load + float(w[i]), k))
+    loads = np.zeros(ep)
+    for load, k in heap:
+        loads[k] = load
+    return owner == int(np.argmax(loads))
 
 
 def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None = None,

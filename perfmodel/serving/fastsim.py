@@ -65,8 +65,8 @@ class FastCost:
         self.calls = 0
         # decode-only iterations are priced here unless their ops with weights vary with the context; mixed ones
         # also need the prefill ops not to (MLA's prefill up-projection does: those go to StepCost)
-        self.fast_decode = not (st.exact or self.lay.ep > 1 or st._depends("decode"))
-        self.fast = self.fast_decode and not st._depends("prefill")
+        self.fast_decode = not (st.exact or st._depends("decode"))
+        self.fast = self.fast_decode and self.lay.ep == 1 and not st._depends("prefill")
         self.mcap = int(budget) if budget else 4096  # prefill steps carry at most the budget (whole prompts: grown)
         self._dec_prefix = None  # (device, host, step) arrays over n = 0 .. len - 1
         self._pre_prefix: dict = {}  # n -> (device, host, step) arrays over M = 0 .. len - 1
@@ -210,7 +210,7 @@ class FastCost:
         that is not exact: ops with weights that vary by row, or an iteration with no attention FLOPs.
         Row i's table index ceil((S0_i + j) / q) steps up every q iterations, so iteration j's sums are
         counts of rows per index times the table: one matrix product and one vectorized pricing for all k."""
-        if not self.fast_decode or k < 1:
+        if not self.fast_decode or self.lay.ep > 1 or k < 1:
             return None
         m = int(S0.size)
         dev0, host0, step0 = (float(x) for x in self._decode_prefix(m))
@@ -267,7 +267,14 @@ class FastCost:
         else:
             dev, host, step = self._prefill_prefix(n, int(T.sum()))
         ops = []
-        if nd:
+        if nd and self.lay.ep > 1:  # attention runs on the busiest of ep groups (MixedStep: its rounded contexts)
+            k = np.sort(-(-S // self.q))
+            k = k[engine._busiest_group(np.ones(k.size), k * float(self.q), self.lay.ep)]
+            kmax = int(k.max())
+            if self._dec is None or kmax >= len(self._dec[1]):
+                self._decode_table(kmax)
+            ops = self._fill_decode(k)
+        elif nd:
             k = -(-(S[dec] if nd < n else S) // self.q)
             kmax = int(k.max())
             if self._dec is None or kmax >= len(self._dec[1]):

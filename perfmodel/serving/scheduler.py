@@ -284,8 +284,7 @@ class _Sim:
         if warmup:
             s["warmup"] = warmup
         s.update(little(arrival[w], done[w]))
-        lat, ttft, tpot = lat[w], ttft[w], tpot[w]
-        for name, x in (("latency", lat), ("ttft", ttft), ("tpot", tpot)):
+        for name, x in (("latency", lat[w]), ("ttft", ttft[w]), ("tpot", tpot[w])):
             fin = x[np.isfinite(x)]
             s[f"mean_{name}_s"] = float(fin.mean()) if fin.size else float("nan")
             for q in (50, 90, 99):

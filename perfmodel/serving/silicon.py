@@ -437,7 +437,9 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                     done += size
                     if progress is not None:
                         progress(done, todo)
-            except BaseException:
+            except BaseException:  # Ctrl-C, SIGTERM: no worker goes on computing for nobody
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
     rows = []

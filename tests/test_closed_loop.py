@@ -1,0 +1,175 @@
+"""Closed-loop concurrency: N clients, each sending its next request the instant its last one returns.
+
+Little's law holds in the output, the loop keeps exactly N requests in the server, the vectorized twin runs
+the same loop request for request, and runs of decode-only iterations priced at once equal the loop."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import perfmodel as pm
+from perfmodel.cli import main
+from perfmodel.ops import Layout, Precision
+from perfmodel.serving import StepCost, fastsim, kv_sizes, make_traffic, simulate
+from perfmodel.serving.slo import Instance
+
+MODEL_KINDS = ["llama-3.1-8b", "llama-2-13b-mla", "llama-2-13b-swa", "llama-2-13b-cla2", "llama-2-13b-linear",
+               "llama-2-13b-hybrid", "qwen3-30b-a3b", "gpt-oss-20b"]  # MHA/GQA, MLA, windows, CLA, linear, MoE
+
+
+def _run(model="llama-3.1-8b", hw="h100-sxm", n=40, conc=8, prompt="512", out="64", **kw):
+    m, h = pm.load_model(model), pm.load_hardware(hw)
+    tr = make_traffic(n, None, None, prompt, out, 1, 0, 1)
+    return simulate(m, h, tr, "continuous", None, "paged", 16, True, "chunked", kw.pop("budget", 2048),
+                    concurrency=conc, **kw)
+
+
+def test_request_n_plus_k_is_sent_when_the_kth_returns():
+    r = _run(n=40, conc=8, out="uniform:8,96")
+    sent, done = r.requests["arrival_s"], r.requests["done_s"]
+    assert np.all(sent[:8] == 0.0)
+    assert np.array_equal(sent[8:], np.sort(done)[:32])  # the k-th return sends request 8 + k
+
+
+def test_the_server_never_holds_more_requests_than_clients():
+    r = _run(n=60, conc=12, out="lognormal:median=40,max=200")
+    t = r.timeline
+    assert np.max(t["running"] + t["waiting"]) <= 12
+    assert np.max(t["running"] + t["waiting"]) == 12  # and the loop keeps them all busy
+
+
+@pytest.mark.parametrize("conc", [1, 4, 16])
+def test_littles_law_throughput_times_mean_e2e_is_the_concurrency(conc):
+    """Over the measured window X x mean(E2E) is the mean number in flight (an identity), which is the
+    concurrency less the ramp and drain at the window's ends, each at most the longest E2E."""
+    s = pm.serve_sim("llama-3.1-8b", "h100-sxm", "continuous", requests=30 * conc, slots=None, prompt_len="256",
+                     output_len="uniform:16,128", concurrency=conc).iloc[0]
+    x, e2e = s.request_rate, s.mean_latency_s
+    assert math.isclose(x * e2e, s.mean_in_flight, rel_tol=1e-9)
+    window = (30 * conc - s.warmup) / x
+    bound = 2 * s.p99_latency_s * 1.5 / window  # 2 max(E2E) / window, with the longest E2E under 1.5 x p99
+    assert abs(x * e2e - conc) / conc <= bound
+    assert s.mean_in_flight <= conc + 1e-9
+
+
+def test_warmup_requests_are_left_out_of_the_statistics():
+    r = _run(n=30, conc=6, warmup=12)
+    assert r.summary["warmup"] == 12
+    lat = r.requests["latency_s"][12:]
+    assert math.isclose(r.summary["mean_latency_s"], float(lat.mean()), rel_tol=1e-12)
+    assert r.summary["tokens"] == int(r.requests["output_tokens"][12:].sum())
+
+
+def test_per_device_and_per_user_throughput():
+    s = pm.serve_sim("llama-3.1-70b", "h100-sxm", "continuous", slots=None, prompt_len="512", output_len="64",
+                     concurrency=16, tp=2, replicas=2).iloc[0]
+    assert s.concurrency == 16 and s.devices == 4
+    assert math.isclose(s.throughput_per_device, s.throughput_tok_s / 4)
+    assert math.isclose(s.tok_s_per_user, 1 / s.mean_tpot_s)
+
+
+def test_the_static_policy_also_runs_a_closed_loop():
+    m, h = pm.load_model("llama-3.1-8b"), pm.load_hardware("h100-sxm")
+    tr = make_traffic(24, None, None, "256", "32", 1, 0, 0)
+    r = simulate(m, h, tr, "static", 8, concurrency=8)
+    sent, done = r.requests["arrival_s"], r.requests["done_s"]
+    assert np.array_equal(sent[8:16], done[:8]) and np.array_equal(sent[16:], done[8:16])  # batch after batch
+
+
+@pytest.mark.parametrize("prefill,budget", [("chunked", 512), ("separate", 4096), ("chunked", None)])
+def test_fastsim_runs_the_same_closed_loop_request_for_request(prefill, budget):
+    m, h = pm.load_model("llama-2-13b"), pm.load_hardware("l40s")
+    cost = StepCost(m, h, Precision(), 16)
+    tr = make_traffic(90, None, None, "lognormal:median=600,max=2500", "lognormal:median=200,max=1500", 1, 0, 3)
+    ref = simulate(m, h, tr, "continuous", None, "paged", 16, True, prefill, budget, cost=cost, concurrency=24).requests
+    got = fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], kv_sizes(m, h), fastsim.ExactCost(cost), None, budget,
+                      prefill, concurrency=24)
+    assert np.array_equal(ref["arrival_s"], got["arrival"])
+    for a, b in (("first_token_s", "first"), ("last_token_s", "last"), ("done_s", "done")):
+        assert np.array_equal(ref[a], got[b]), a
+
+
+@pytest.mark.parametrize("model", MODEL_KINDS)
+def test_decode_runs_priced_at_once_equal_the_iterations_one_by_one(model):
+    """FastCost.decode_steps(S0, k)[j] is the time of the decode iteration whose rows are at S0 + j."""
+    m, h = pm.load_model(model), pm.load_hardware("h100-sxm")
+    lay = Layout()
+    fast = fastsim.FastCost(StepCost(m, h, Precision(), 16, lay), 2048)
+    rng = np.random.default_rng(7)
+    S0 = rng.integers(1, 3000, size=37)
+    got = fast.decode_steps(S0, 70)
+    if not fast.fast_decode:
+        assert got is None
+        return
+    one = np.ones(S0.size, dtype=np.int64)
+    ref = np.array([fast(one, S0 + j) for j in range(70)])
+    assert np.allclose(got, ref, rtol=1e-9, atol=0)
+
+
+@settings(derandomize=True, max_examples=15, deadline=None)
+@given(st.integers(1, 24), st.integers(2, 300), st.integers(16, 1500), st.sampled_from(MODEL_KINDS[:4]))
+def test_leaping_over_decode_runs_changes_no_request_time(conc, out, prompt, model):
+    m, h = pm.load_model(model), pm.load_hardware("h100-sxm")
+    inst = Instance(m, h, Precision(), Layout(), "roofline", None, 16, 2048, None, 16)
+    n = 4 * conc
+    args = (np.zeros(n), np.full(n, prompt), np.full(n, out), inst.sizes, inst.cost, None, 2048, "chunked", 16)
+    a = fastsim.run(*args, concurrency=conc, leap=False)
+    b = fastsim.run(*args, concurrency=conc, leap=True)
+    assert a["steps"] == b["steps"] and a["generated"] == b["generated"]
+    for k in ("arrival", "first", "last", "done"):
+        assert np.allclose(a[k], b[k], rtol=1e-9, atol=1e-12), k
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--concurrency", "0"], "--concurrency: must be a whole number >= 1"),
+    (["--concurrency", "4", "--rate", "2"], "--concurrency: N clients send as fast as their requests return"),
+    (["--warmup", "3"], "--warmup: is for a closed loop"),
+    (["--concurrency", "4", "--requests", "8"], "--requests: 8 requests per replica leave none to measure"),
+    (["--concurrency", "5", "--replicas", "2"], "--concurrency: 5 clients do not split evenly over 2 replicas"),
+    (["--concurrency", "x"], "--concurrency: must be a whole number"),
+])
+def test_bad_closed_loop_input_gets_one_line_and_exit_2(capsys, argv, msg):
+    assert main(["serve-sim", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and len(err.splitlines()) == 1
+
+
+def test_serve_sim_cli_reports_the_closed_loop(capsys):
+    assert main(["serve-sim", "-m", "llama-3.1-8b", "--concurrency", "8", "--policy", "continuous", "--slots", "none",
+                 "--prompt-len", "256", "--output-len", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "clients" in out and "tokens/s/user" in out and "Little's law" in out
+
+
+def _lpt_reference(T, S, ep):
+    """The busiest group by greedy longest-first assignment, written plainly (np.argmin over the loads)."""
+    load, owner = np.zeros(ep), np.empty(T.size, dtype=int)
+    for i in np.argsort(-(T * S), kind="stable"):
+        k = int(np.argmin(load))
+        owner[i], load[k] = k, load[k] + T[i] * S[i]
+    return owner == int(np.argmax(load))
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 64), st.integers(1, 5000)), min_size=1, max_size=80), st.integers(1, 9))
+def test_the_busiest_attention_group_is_greedy_longest_first(rows, ep):
+    from perfmodel import engine
+
+    T, S = (np.array(x, dtype=np.float64) for x in zip(*rows))
+    assert np.array_equal(engine._busiest_group(T, S, ep), _lpt_reference(T, S, ep) if ep > 1 else np.ones(T.size, bool))
+
+
+@pytest.mark.parametrize("model,lay", [("qwen3-30b-a3b", Layout(1, 1, 4, 1)), ("deepseek-v2-lite", Layout(2, 1, 2, 1))])
+def test_decode_steps_with_attention_data_parallel_are_stepcost_to_1e9(model, lay):
+    """With ep attention groups a decode step prices the busiest group's rows, as MixedStep does."""
+    m, h = pm.load_model(model), pm.load_hardware("h100-sxm")
+    ref = StepCost(m, h, Precision(), 16, lay)
+    fast = fastsim.FastCost(StepCost(m, h, Precision(), 16, lay), 2048)
+    assert fast.fast_decode and not fast.fast
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(1, 70))
+        S = rng.integers(1, 4000, size=n)
+        got = fast(np.ones(n, dtype=np.int64), S)
+        assert math.isclose(got, ref([(1, int(s)) for s in S]), rel_tol=1e-9)
