@@ -173,3 +173,23 @@ def test_decode_steps_with_attention_data_parallel_are_stepcost_to_1e9(model, la
         S = rng.integers(1, 4000, size=n)
         got = fast(np.ones(n, dtype=np.int64), S)
         assert math.isclose(got, ref([(1, int(s)) for s in S]), rel_tol=1e-9)
+
+
+def test_capacity_at_a_concurrency_says_whether_each_layout_meets_the_slos():
+    kw = dict(prompt_len=512, output_len=128, seeds=1, concurrency=32)
+    ok = pm.capacity("llama-3.1-8b", "h100-sxm", tp=1, slo_ttft="5s", slo_tpot="200ms", **kw)
+    assert ok.binding[0] == "none" and ok.ttft_s[0] <= 5 and ok.tpot_s[0] <= 0.2
+    assert ok.goodput_rps[0] > 0 and math.isclose(ok.goodput_per_device[0], ok.goodput_rps[0])
+    assert ok.attrs["summary"]["concurrency"] == 32
+    # a prompt alone prefills within 10 ms (8.2 TFLOP at 989 TFLOP/s), 32 clients' prompts queue behind each other
+    tight = pm.capacity("llama-3.1-8b", "h100-sxm", tp=1, slo_ttft="10ms", slo_tpot="200ms", **kw)
+    assert tight.binding[0] == "ttft" and math.isnan(tight.goodput_rps[0]) and tight.ttft_s[0] > 0.01
+
+
+def test_capacity_at_a_concurrency_serves_what_littles_law_allows():
+    """The request rate N clients get is N / mean E2E: at most N / (mean TTFT + (OSL - 1) x mean TPOT)."""
+    c = pm.capacity("llama-3.1-8b", "h100-sxm", tp=1, prompt_len=512, output_len=64, seeds=1, concurrency=16,
+                    slo_ttft="10s", slo_tpot="1s")
+    s = pm.serve_sim("llama-3.1-8b", "h100-sxm", "continuous", requests=400, slots=256, prompt_len=512,
+                     output_len=64, concurrency=16, token_budget=2048).iloc[0]
+    assert math.isclose(c.goodput_rps[0], s.request_rate, rel_tol=0.05)

@@ -73,6 +73,16 @@ def footer(summary: dict) -> list[str]:
              "TTFT and TPOT: at the goodput; pareto: no other row has more goodput per device and "
              + ("a lower cost per million output tokens" if summary["pareto_on"] == "cost" else
                 "fewer devices (with --price: a lower cost per million output tokens)")]
+    if summary.get("concurrency"):
+        n = summary["concurrency"]
+        lines[0] = (f"goodput: the request rate (requests/s, all replicas) that {n} clients in a closed loop get (each "
+                    f"sends its next request when its last returns), where {q} TTFT <= "
+                    f"{_human('x_s', summary['slo_ttft_s'])} and {q} TPOT <= {_human('x_s', summary['slo_tpot_s'])} "
+                    f"over the requests after a warm-up of 2 per client and before the last one per client; "
+                    + (f"the median seed of {','.join(str(s) for s in seeds)}" if len(seeds) > 1 else f"seed {seeds[0]}"))
+        lines[2] = ("binding: the SLO those clients break (none: both met); TTFT and TPOT: their percentiles at that "
+                    "concurrency; pareto: no other row has more goodput per device and "
+                    + ("a lower cost per million output tokens" if summary["pareto_on"] == "cost" else "fewer devices"))
     lines += summary.get("disaggregation", [])
     if summary.get("pipeline_layouts_left_out"):
         lines.append(f"{summary['pipeline_layouts_left_out']} pipeline layouts left out: the serving simulator does "
@@ -118,7 +128,10 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
              sets: Optional[List[str]] = Sets, fmt: str = Fmt,
              max_tokens: Optional[str] = typer.Option(None, "--max-tokens", metavar="<int>",
                                                       help="Refuse searches estimated to simulate more generated tokens; "
-                                                           "default 15,000,000 (about 10 s here).")):
+                                                           "default 15,000,000 (about 10 s here)."),
+             concurrency: Optional[str] = typer.Option(None, "--concurrency", metavar="<int>",
+                                                       help="Serve N clients in a closed loop instead of searching the rate: "
+                                                            "does each layout meet the SLOs at N, and at what request rate.")):
     """Goodput under latency SLOs: the largest request rate each layout and device serves within them."""
     fmt = _fmt(fmt)
     from ..serving import capacity as cap
@@ -127,7 +140,7 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
                               percentile, mode, impl, disaggregate, price, slots,
                               None if token_budget.strip().lower() == "none" else token_budget, requests, seeds, seed,
                               tolerance, block_size, cost_quantum, weights_dtype, kv_dtype, act_dtype, _sets(sets),
-                              max_tokens)
+                              max_tokens, concurrency)
     import numpy as np
 
     t["layout"] = np.asarray([layout_text(t, i) for i in range(len(t["hardware"]))], dtype=object)

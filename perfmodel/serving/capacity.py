@@ -45,7 +45,7 @@ from ..ops import Layout
 from . import fastsim
 from .traffic import _whole
 from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_TOKENS, SLOTS, WARM,  # noqa: F401 (re-exported)
-                  Instance, Workload, _row, analytic, pareto_flags, search_seeds, simulate_rate, trace_length)
+                  Instance, Workload, _row, _verdict, analytic, pareto_flags, search_seeds, simulate_rate, trace_length)
 
 
 def prepare(model, hw, prec, lay: Layout, mode, impl, wl: Workload, knobs: dict, cache: dict):
@@ -129,6 +129,54 @@ def colocated(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared,
     return row
 
 
+def closed(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, conc: int) -> dict:
+    """One (hardware, layout) row at a fixed concurrency: `conc` clients in a closed loop (conc / R per replica),
+    each seed's lengths drawn from the workload; the first 2 N requests warm up, the last N keep every client
+    busy while the measured ones finish. The row meets the SLOs when the median seed's percentile TTFT and
+    TPOT do; goodput_rps is then the request rate served (Little's law: N / mean E2E), else NaN and the
+    binding SLO."""
+    from ..api import economics
+
+    inst, a, _ = prepared
+    R = lay.replicas
+    c = conc // R
+    n = max(wl.requests or 0, 10 * c, 200)
+    n = max(n, 4 * c)
+    w = slice(2 * c, n - c)
+    runs = []
+    for seed in wl.seeds:
+        _, P, O = wl.trace(n, 1.0, seed)
+        r = fastsim.run(np.zeros(n), P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block,
+                        concurrency=c)
+        sent, first, last, done = r["arrival"][w], r["first"][w], r["last"][w], r["done"][w]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(O[w] > 1, (last - first) / (O[w] - 1), np.nan)
+        v = _verdict(first - sent, tpot, wl)
+        v.update(seed=seed, rate=c / float(np.mean(done - sent)), mean_output=float(O[w].mean()),
+                 preempted=r["preempted"], memory_stalls=r["memory_stalls"])
+        if v["fail"] == "ttft" and (r["memory_stalls"] or r["preempted"]):
+            v["fail"] = "memory"
+        runs.append(v)
+    runs.sort(key=lambda v: (v["ttft"] / wl.slo_ttft, v["tpot"] / wl.slo_tpot))
+    v = runs[(len(runs) - 1) // 2]  # the median seed
+    base = dict(seeds=len(wl.seeds), requests=n * R, ttft_s=v["ttft"], tpot_s=v["tpot"], median_seed=v["seed"],
+                search=f"closed loop, {conc} clients")
+    if not v["ok"]:
+        val = v["ttft"] if v["fail"] in ("ttft", "memory") else v["tpot"]
+        return _row(model, hw, mode, lay, lay.devices, binding=v["fail"], binding_value_s=val, **base,
+                    note=f"{conc} clients break the {v['fail'] if v['fail'] != 'memory' else 'ttft'} SLO: "
+                         f"{val:.3g} s at p{wl.q:g}")
+    g = v["rate"] * R
+    out_tok = g * v["mean_output"]
+    row = _row(model, hw, mode, lay, lay.devices, goodput_rps=g, goodput_lo_rps=min(x["rate"] for x in runs) * R,
+               goodput_hi_rps=max(x["rate"] for x in runs) * R, output_tok_s=out_tok,
+               goodput_per_device=g / lay.devices, binding="none", **base)
+    if price is not None or hw.price_per_hour:
+        row["cost_per_million_tokens"] = economics({"throughput_tok_s": out_tok}, hw, lay.devices,
+                                                   price)["cost_per_million_tokens"]
+    return row
+
+
 def _price_for(price, hws: list) -> list:
     if price is None:
         return [None] * len(hws)
@@ -186,18 +234,19 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
              prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, slo_ttft="1s", slo_tpot="50ms", percentile=99,
              mode="roofline", impl=None, disaggregate=False, price=None, slots=SLOTS, token_budget=BUDGET,
              requests=None, seeds=3, seed=0, tolerance=0.05, block_size=16, cost_quantum=16, weights_dtype="bf16",
-             kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None) -> tuple[dict, dict]:
+             kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, concurrency=None) -> tuple[dict, dict]:
     """Goodput rows per (hardware, layout[, prefill/decode split]) and a summary; see the module docstring.
+    concurrency=N: instead of searching the Poisson rate, each layout serves N clients in a closed loop (closed()).
 
     Returns (table: dict of columns in COLUMNS, summary: dict)."""
     return run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot, percentile,
                mode, impl, disaggregate, price, slots, token_budget, requests, seeds, seed, tolerance, block_size,
-               cost_quantum, weights_dtype, kv_dtype, act_dtype, sets, max_tokens)
+               cost_quantum, weights_dtype, kv_dtype, act_dtype, sets, max_tokens, concurrency=concurrency)
 
 
 def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot, percentile, mode,
         impl, disaggregate, price, slots, token_budget, requests, seeds, seed, tolerance, block_size, cost_quantum,
-        weights_dtype, kv_dtype, act_dtype, sets, max_tokens, keep=False) -> tuple[dict, dict]:
+        weights_dtype, kv_dtype, act_dtype, sets, max_tokens, keep=False, concurrency=None) -> tuple[dict, dict]:
     """capacity(); keep=True also returns every row's search under summary["searches"] (for plots)."""
     from .. import api
     from .api import _slots
@@ -211,6 +260,10 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
              "quantum": _whole(cost_quantum, "--cost-quantum")}
     if gpus is not None and tp is not None:
         raise SpecError("--gpus", None, "give --gpus N (every layout) or --tp/--ep/--replicas (one), not both")
+    conc = None if concurrency is None else _whole(concurrency, "--concurrency")
+    if conc is not None and disaggregate:
+        raise SpecError("--concurrency", None, "a closed loop is simulated for colocated layouts; drop --disaggregate "
+                                               "(validate --serving simulates disaggregated pools at a concurrency)")
     ms, hws = api.specs(model, hardware, sets)
     if len(ms) != 1:
         raise SpecError("-m", None, f"capacity takes one model, got {len(ms)}")
@@ -232,14 +285,27 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
             for lay in lays:
                 p = prepare(m, hw, prec, lay, mode, impl, wl, knobs, cache)
                 todo.append((hw, pr, lay, p))
-        est = sum(search_tokens(wl, p[2]) for _, _, _, p in todo if isinstance(p, tuple))
+        if conc is not None:
+            for hw, pr, lay, p in todo:
+                if isinstance(p, tuple) and conc % lay.replicas:
+                    raise SpecError("--concurrency", None, f"{conc} clients do not split evenly over {lay.replicas} "
+                                                           "replicas")
+            est = sum(len(wl.seeds) * max(wl.requests or 0, 10 * conc, 200) * wl.mean_output
+                      for _, _, _, p in todo if isinstance(p, tuple))
+        else:
+            est = sum(search_tokens(wl, p[2]) for _, _, _, p in todo if isinstance(p, tuple))
         if disaggregate:  # a decode-pool search per pool layout and up to disagg.VERIFY coupled ones, per device type
             biggest = max([p[2] for _, _, _, p in todo if isinstance(p, tuple)] or [wl.requests or 1000])
             est += len(plan) * (len({(l.tp, l.ep) for _, _, lays in plan for l in lays}) + disagg.VERIFY) * \
                 search_tokens(wl, biggest)
         _work(est, max_tokens)
         for hw, pr, lay, p in todo:
-            rows.append(colocated(m, hw, prec, lay, mode, wl, pr, p, keep) if isinstance(p, tuple) else p)
+            if not isinstance(p, tuple):
+                rows.append(p)
+            elif conc is not None:
+                rows.append(closed(m, hw, prec, lay, mode, wl, pr, p, conc))
+            else:
+                rows.append(colocated(m, hw, prec, lay, mode, wl, pr, p, keep))
         if disaggregate:
             for hw, pr, lays in plan:
                 rows += disagg.rows(m, hw, prec, lays[0].devices, mode, impl, wl, knobs, pr, cache, keep)
@@ -257,7 +323,7 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
                "mode": mode, "impl": impl, "slots": knobs["slots"], "token_budget": knobs["budget"],
                "seeds": wl.seeds, "tolerance": wl.tol, "warm": WARM, "pipeline_layouts_left_out": skipped_pp,
                "pareto_on": "cost" if has_price else "devices", "mean_output_tokens": wl.mean_output,
-               "prompt_len": wl.prompt_len, "output_len": wl.output_len}
+               "prompt_len": wl.prompt_len, "output_len": wl.output_len, "concurrency": conc}
     summary.update(disagg.compare(table))
     if keep:
         summary["searches"] = searches

@@ -244,11 +244,11 @@ class Predictor:
 
     @staticmethod
     def no_evict(inst: Instance, isl: int, osl: int, engine: str):
-        """TensorRT-LLM admits a request only while every running one's whole ISL + OSL cache fits (its default
-        capacity scheduler, GUARANTEED_NO_EVICT): at most this many run. vLLM and SGLang admit on the cache in
-        use and preempt when it runs out (None: the KV manager decides)."""
-        if engine != "trtllm":
-            return None
+        """At most as many requests run as have their whole ISL + OSL cache in memory: TensorRT-LLM's default
+        capacity scheduler (GUARANTEED_NO_EVICT) admits so; SGLang admits on an estimate of the tokens still to
+        come, so that it seldom retracts; vLLM admits on the cache in use and preempts when it runs out, which
+        this validation does not simulate (docs/validation.md, "Serving": a fixed-length benchmark that
+        overfills vLLM's cache is predicted with waiting requests instead of recomputed ones)."""
         per = -(-(isl + osl) // inst.block) * inst.sizes.per_token * inst.block + inst.sizes.per_seq
         return max(1, int(inst.sizes.capacity // per))
 
@@ -395,6 +395,15 @@ def _predict_batch(mode: str, rounds: int, batch: list) -> list:
     return out
 
 
+def _worker_signals() -> None:
+    """A worker leaves Ctrl-C to the command (which stops it) and dies on SIGTERM: the command's own handlers,
+    inherited through fork, would turn a signal into an exception and the worker would take the next batch."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _batches(plans: list, size: int = 8) -> list:
     """Planned points grouped by what their simulations share (model, device, precision, layouts), in batches."""
     ok = [(i, p) for i, p in enumerate(plans) if p["status"] == "ok"]
@@ -427,7 +436,7 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals) as pool:
             futs = {pool.submit(_predict_batch, mode, rounds, b): (mode, len(b)) for mode, b in work}
             try:
                 for f in as_completed(futs):
