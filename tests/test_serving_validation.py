@@ -1,0 +1,166 @@
+"""`validate --serving`: AIConfigurator's measured serving points, mapped to the catalog and predicted by
+closed-loop simulations; the per-point table lets anyone recompute the errors."""
+import csv
+import hashlib
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel as pm
+from perfmodel.cli import main
+from perfmodel.ops import Layout
+from perfmodel.serving import silicon
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return silicon.load()
+
+
+def test_the_shipped_sample_is_the_pinned_file(sample):
+    notice = (silicon.DATA / "NOTICE").read_text()
+    digest = hashlib.sha256(silicon.SAMPLE.read_bytes()).hexdigest()
+    assert digest in notice and "0b077da5e017cb8ceac1ad14e91eb6e26c40207a" in notice
+    assert len(sample) == 5221 and sample["id"].is_unique
+    assert "Apache License" in (silicon.DATA / "LICENSE").read_text()
+
+
+def test_concurrency_is_read_from_the_source_then_the_id_then_batch_times_ranks():
+    row = {"mode": "agg", "batch_size": 128.0, "attention_dp_size": 4.0}
+    assert silicon.concurrency({**row, "silicon_data_source": "x; silicon_concurrency=512; y", "id": "a_c7_b"}) == 512
+    assert silicon.concurrency({**row, "silicon_data_source": "x", "id": "m_agg_1024x1024_c96_cfg1"}) == 96
+    assert silicon.concurrency({**row, "silicon_data_source": "x", "id": "m"}) == 512  # AIConfigurator: bs x dp
+    dis = {"mode": "disagg", "silicon_data_source": "", "id": "", "decode_batch_size": 48.0,
+           "decode_num_workers": 4.0, "decode_attention_dp_size": 1.0}
+    assert silicon.concurrency(dis) == 192
+
+
+def test_attention_data_parallel_maps_to_ep_groups_and_impossible_layouts_say_why():
+    ds, llama = pm.load_model("deepseek-r1"), pm.load_model("llama-3.1-70b")
+    assert silicon._layout(ds, 8, 8) == (Layout(8, 1, 8, 1), "")
+    assert silicon._layout(ds, 4, 1) == (Layout(4, 1, 1, 1), "")
+    assert silicon._layout(llama, 8, 2)[1] == "attention_dp 2 on a dense model"
+    assert silicon._layout(ds, 72, 1)[1] == "tp 72 does not divide 128 heads / 128 KV heads"
+
+
+def test_at_least_90_percent_of_the_sample_is_planned(sample):
+    plans = silicon.plan(sample)
+    ok = [p for p in plans if p["status"] == "ok"]
+    assert len(ok) / len(plans) >= 0.9
+    assert all(p["reason"] for p in plans if p["status"] != "ok")  # every row left out says why
+    by = {p["id"]: p for p in plans}
+    dis = sample[(sample["mode"] == "disagg") & sample["decode_num_workers"].isna()].iloc[0]
+    assert by[dis["id"]]["assumed"].startswith("workers not given: 1 prefill, 1 decode")
+    nvfp4 = sample[sample["gemm_quant_mode"] == "nvfp4"].iloc[0]
+    assert (by[nvfp4["id"]]["weights"], by[nvfp4["id"]]["act"], by[nvfp4["id"]]["kv"]) == ("nvfp4", "nvfp4", "fp8")
+
+
+def test_each_engine_gets_its_default_token_budget():
+    assert silicon.budget("vllm", pm.load_hardware("b200")) == 8192
+    assert silicon.budget("sglang", pm.load_hardware("h200")) == 8192  # 141 GB: below SGLang's 160 GiB step
+    assert silicon.budget("sglang", pm.load_hardware("b200")) == 16384
+    assert silicon.budget("trtllm", pm.load_hardware("b200")) == 8192
+
+
+def _small(sample, mode, n):
+    s = sample[(sample["mode"] == mode) & (sample["osl"] <= 1024) & (sample["isl"] <= 2048)]
+    s = s[s["model_path"].isin(["meta-llama/Llama-3.1-70B", "Qwen/Qwen3-32B", "deepseek-ai/DeepSeek-R1"])]
+    s = s[s["silicon_data_source"].str.extract(r"silicon_concurrency=(\d+)")[0].astype(float) <= 16]
+    return s.head(n)
+
+
+@pytest.fixture(scope="module")
+def points(sample):
+    df = pd.concat([_small(sample, "agg", 4), _small(sample, "disagg", 2)])
+    return silicon.predict(df, ("roofline", "achievable"))
+
+
+def test_the_per_point_table_lets_anyone_recompute_the_errors(points):
+    ok = points[points["status"] == "ok"]
+    assert len(ok) == len(points)
+    for k in ("ttft", "tpot"):
+        assert np.allclose(ok[f"{k}_error"], ok[f"predicted_{k}_ms"] / ok[f"measured_{k}_ms"] - 1, rtol=1e-12)
+
+
+def test_an_agg_closed_loop_keeps_exactly_its_clients_in_flight(points):
+    agg = points[points["serving_mode"] == "agg"]
+    assert np.allclose(agg["in_flight"], agg["concurrency"], rtol=1e-9)
+
+
+def test_the_achievable_estimate_is_never_faster_than_the_roofline_bound(points):
+    r = points[points["mode"] == "roofline"].set_index("id")
+    a = points[points["mode"] == "achievable"].set_index("id").loc[r.index]
+    assert (a["predicted_tpot_ms"] >= r["predicted_tpot_ms"] * (1 - 1e-9)).all()
+    assert (a["predicted_ttft_ms"] >= r["predicted_ttft_ms"] * (1 - 1e-9)).all()
+
+
+def test_disaggregated_stages_share_the_clients(sample):
+    """The prefill stage's and the decode stage's clients add up to the benchmark's concurrency, and neither
+    stage serves more than the other by more than the split's granularity (one client a worker)."""
+    df = _small(sample, "disagg", 1)
+    p = silicon.plan(df)[0]
+    out = silicon.Predictor("roofline")(p)
+    N = p["concurrency"]
+    assert abs(out["prefill_clients"] + out["decode_clients"] - N) <= p["decode_workers"]
+    assert out["ttft_s"] > out["transfer_s"] > 0
+
+
+def test_summary_statistics_are_the_medians_and_p90_of_the_errors():
+    t = pd.DataFrame({"mode": ["roofline"] * 5, "status": ["ok"] * 4 + ["skipped"], "backend": ["vllm"] * 5,
+                      "system": ["h200_sxm"] * 5, "model_path": ["m"] * 5, "serving_mode": ["agg"] * 5,
+                      "band": ["5-32"] * 5, "ttft_error": [-0.5, -0.1, 0.2, 0.4, 9.0],
+                      "tpot_error": [0.1, 0.1, 0.3, -0.3, np.nan]})
+    s = silicon.summarize(t)
+    row = s[s["category"] == "overall"].iloc[0]
+    assert row["points"] == 4
+    assert math.isclose(row["ttft_median_abs"], 0.3) and math.isclose(row["ttft_bias"], 0.05)
+    assert math.isclose(row["ttft_p90_abs"], float(np.percentile([0.5, 0.1, 0.2, 0.4], 90)))
+    assert math.isclose(row["ttft_within_25"], 0.5) and math.isclose(row["tpot_within_25"], 0.5)  # |0.3| is out
+
+
+def test_validate_serving_from_the_cli_writes_the_table_and_the_plot(tmp_path, capsys):
+    out, png = tmp_path / "pts.csv", tmp_path / "pts.png"
+    assert main(["validate", "--serving", "-m", "llama-3.1-8b", "--system", "h200_sxm", "--backend", "vllm",
+                 "--mode", "roofline", "--jobs", "1", "-o", str(out), "--plot", str(png)]) == 0
+    text = capsys.readouterr().out
+    assert "predicted 21 of 21 points (100.0%)" in text and "TTFT median |err|" in text
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 21 and {"measured_ttft_ms", "predicted_ttft_ms", "measured_tpot_ms",
+                                "predicted_tpot_ms"} <= set(rows[0])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--serving", "--sample", "/nonexistent/x.csv"], "/nonexistent/x.csv: cannot be read"),
+    (["--serving", "-m", "no-such-model"], "--model: no point has 'no-such-model'"),
+    (["--serving", "-m", "llama-3.1-8b,,qwen3-32b"], "--model: an empty entry"),
+    (["--serving", "--mode", "simple"], "--mode: must be roofline, achievable or both"),
+    (["--serving", "--published"], "--serving: takes no results folder and not --published"),
+    (["--serving", "--rounds", "0"], "--rounds: must be a whole number from 1 to 20"),
+    (["-o", "x.csv"], "-o: goes with --serving"),
+    (["--published", "--backend", "vllm"], "--backend: goes with --serving"),
+])
+def test_bad_serving_validation_input_gets_one_line_and_exit_2(capsys, argv, msg):
+    assert main(["validate", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and len(err.splitlines()) == 1
+
+
+def test_a_sample_file_missing_a_column_or_with_a_bad_value_is_refused(tmp_path, capsys, sample):
+    bad = tmp_path / "bad.csv"
+    sample.drop(columns=["silicon_tpot_ms"]).head(3).to_csv(bad, index=False)
+    assert main(["validate", "--serving", "--sample", str(bad)]) == 2
+    assert "silicon_tpot_ms: missing column" in capsys.readouterr().err
+    neg = sample.head(3).copy()
+    neg.loc[neg.index[1], "osl"] = -5
+    neg.to_csv(bad, index=False)
+    assert main(["validate", "--serving", "--sample", str(bad)]) == 2
+    assert "row 3, column osl: expected a positive number" in capsys.readouterr().err
+
+
+def test_the_api_returns_the_points_and_their_summary():
+    v = pm.serving_validation(model=["llama-3.1-8b"], system=["h200_sxm"], backend=["vllm"], modes=("roofline",))
+    s = pm.serving_validation_summary(v)
+    assert len(v) == 21 and s[s.category == "overall"].points.tolist() == [21]
