@@ -59,13 +59,14 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
     df = _select(df, "system", _names(system, "--system"), "--system", silicon.SYSTEMS)
     df = _select(df, "backend", _names(backend, "--backend"), "--backend")
     t0 = time.perf_counter()
+    tty = sys.stderr.isatty()  # progress and times for a person watching; none in a log or a captured run
     sys.stderr.write(f"perfmodel: predicting {len(df):,} measured serving points in {len(modes)} mode(s)"
-                     f" ({', '.join(modes)}); progress below, Ctrl-C stops\n")
+                     f" ({', '.join(modes)}){'; progress below, Ctrl-C stops' if tty else ''}\n")
     last = [0.0]
 
     def progress(done: int, total: int) -> None:
         now = time.perf_counter()
-        if now - last[0] >= 2.0 or done == total:
+        if tty and (now - last[0] >= 2.0 or done == total):
             last[0] = now
             sys.stderr.write(f"perfmodel: {done:,}/{total:,} points ({now - t0:.0f} s)\n")
             sys.stderr.flush()
@@ -100,8 +101,8 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
         keep = [i for i, c in enumerate(shown["category"]) if c in ("overall", "backend", "serving")]
         shown = {k: [v[i] for i in keep] for k, v in shown.items()}
     _out(render(shown, "table"))
-    lines = [f"predicted {cov['predicted']:,} of {cov['rows']:,} points ({100 * cov['predicted'] / max(cov['rows'], 1):.1f}%)"
-             f" in {time.perf_counter() - t0:.0f} s; {cov['assumed']:,} with an assumption (the `assumed` column)"]
+    lines = [f"predicted {cov['predicted']:,} of {cov['rows']:,} points ({100 * cov['predicted'] / max(cov['rows'], 1):.1f}%);"
+             f" {cov['assumed']:,} with an assumption (the `assumed` column)"]
     for why, n in sorted(cov["skipped"].items(), key=lambda x: -x[1]):
         lines.append(f"not predicted, {n:,}: {why}")
     lines.append("error = predicted / measured - 1 per point; bias = the median error (negative: predicted faster); "
