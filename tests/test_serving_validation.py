@@ -164,3 +164,27 @@ def test_the_api_returns_the_points_and_their_summary():
     v = pm.serving_validation(model=["llama-3.1-8b"], system=["h200_sxm"], backend=["vllm"], modes=("roofline",))
     s = pm.serving_validation_summary(v)
     assert len(v) == 21 and s[s.category == "overall"].points.tolist() == [21]
+
+
+def test_a_saved_table_is_summarized_and_compared_with_a_peer_without_simulating(tmp_path, capsys, points):
+    saved, peer = tmp_path / "pts.csv", tmp_path / "peer.csv"
+    points.to_csv(saved, index=False)
+    ok = points[(points["mode"] == "roofline")]
+    # a peer that is exactly right on the first point and 2x too slow on the others
+    pd.DataFrame({"id": ok["id"], "aic_ttft_ms": [ok["measured_ttft_ms"].iloc[0]] + list(2 * ok["measured_ttft_ms"].iloc[1:]),
+                  "aic_tpot_ms": ok["measured_tpot_ms"]}).to_csv(peer, index=False)
+    c = silicon.compare(silicon.load_points(saved), peer)
+    row = c[c["category"] == "overall"].iloc[0]
+    assert row["points"] == len(ok) and c.attrs["both"] == len(ok)
+    assert row["aic_tpot_median_abs"] == 0.0 and math.isclose(row["aic_ttft_median_abs"], 1.0)
+    assert math.isclose(row["roofline_ttft_median_abs"], float(np.median(np.abs(ok["ttft_error"]))))
+    assert main(["validate", "--serving", "--points", str(saved), "--compare", str(peer), "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert "TTFT AIC" in out and f"on the {len(ok)} points both predicted" in out
+
+
+def test_a_saved_table_or_peer_file_that_is_not_one_is_refused(tmp_path, capsys):
+    bad = tmp_path / "x.csv"
+    bad.write_text("id,foo\n1,2\n")
+    assert main(["validate", "--serving", "--points", str(bad)]) == 2
+    assert "x.csv: mode: missing column" in capsys.readouterr().err

@@ -38,7 +38,8 @@ def _select(df, col: str, wanted: list | None, opt: str, mapping: dict | None = 
 
 
 def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=None, system=None, backend=None,
-            rounds: int = 2, jobs=None, fmt: str = "table", summary_only: bool = False) -> None:
+            rounds: int = 2, jobs=None, fmt: str = "table", summary_only: bool = False, points_file=None,
+            compare=None) -> None:
     from ..fileio import write_text
     from ..report import render
     from ..serving import silicon
@@ -54,6 +55,12 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
     for opt, path in (("-o", out), ("--plot", plot)):
         if path is not None and str(path).strip() == "":
             raise SpecError(opt, None, "an empty path")
+    if points_file is not None:  # a saved table: summarize (and compare) without simulating
+        points = silicon.load_points(points_file)
+        points = points[points["mode"].isin(modes)]
+        if points.empty:
+            raise SpecError("--points", None, f"{points_file} has no rows of mode {', '.join(modes)}")
+        return _report(points, out, plot, fmt, summary_only, compare)
     df = silicon.load(sample)
     df = _select(df, "model_path", _names(model, "--model"), "--model", silicon.MODELS)
     df = _select(df, "system", _names(system, "--system"), "--system", silicon.SYSTEMS)
@@ -72,6 +79,14 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
             sys.stderr.flush()
 
     points = silicon.predict(df, tuple(modes), rounds, jobs, progress)
+    _report(points, out, plot, fmt, summary_only, compare)
+
+
+def _report(points, out, plot, fmt, summary_only, compare) -> None:
+    from ..fileio import write_text
+    from ..report import render
+    from ..serving import silicon
+
     summ = silicon.summarize(points)
     cov = silicon.coverage(points)
     if out is not None:
@@ -108,3 +123,24 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
     lines.append("error = predicted / measured - 1 per point; bias = the median error (negative: predicted faster); "
                  "roofline prices each step at the ideal bound, achievable estimates a good implementation")
     _out("\n".join("# " + x for x in lines))
+    if compare is not None:
+        _out("")
+        _compare(points, compare)
+
+
+def _compare(points, path) -> None:
+    from ..report import render
+    from ..serving import silicon
+
+    c = silicon.compare(points, path)
+    pct = lambda v: "" if v != v else f"{100 * v:.0f}%"  # noqa: E731
+    modes = [m for m in ("roofline", "achievable") if f"{m}_ttft_median_abs" in c.columns]
+    shown = {"category": list(c["category"]), "group": list(c["group"]), "points": [int(x) for x in c["points"]]}
+    for k in ("ttft", "tpot"):
+        for who in ["aic"] + modes:
+            label = "AIC" if who == "aic" else who
+            shown[f"{k.upper()} {label}"] = [f"{pct(a)} / {pct(b)}" for a, b in zip(c[f"{who}_{k}_median_abs"],
+                                                                                c[f"{who}_{k}_p90_abs"])]
+    _out(render(shown, "table"))
+    _out(f"# side by side on the {c.attrs['both']:,} points both predicted (the peer predicted "
+         f"{c.attrs['peer_predicted']:,} of its {c.attrs['peer_rows']:,} rows): median / p90 |error| of each estimator")

@@ -523,3 +523,74 @@ def coverage(points) -> dict:
     reasons = skipped["reason"].str.replace(r"\d[\d.e+]* B\b", "N B", regex=True).value_counts()
     return {"rows": len(first), "predicted": int((first["status"] == "ok").sum()),
             "assumed": int((first["assumed"] != "").sum()), "skipped": {str(k): int(v) for k, v in reasons.items()}}
+
+
+def load_points(path):
+    """A per-point table written by `validate --serving -o` (to summarize or compare without simulating)."""
+    import pandas as pd
+
+    p = Path(path).expanduser()
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise SpecError(str(path), None, f"cannot be read ({e.strerror or e})") from None
+    if size > 8 * MAX_FILE_BYTES:
+        raise SpecError(str(path), None, f"is {size:,} bytes, over the limit of {8 * MAX_FILE_BYTES:,}")
+    try:
+        t = pd.read_csv(p, dtype={"id": str, "backend_version": str, "reason": str, "assumed": str}, keep_default_na=False,
+                        na_values=[""])
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise SpecError(str(path), None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    need = ("id", "mode", "status", "backend", "system", "model_path", "serving_mode", "band", "measured_ttft_ms",
+            "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms", "ttft_error", "tpot_error")
+    missing = [c for c in need if c not in t.columns]
+    if missing:
+        raise SpecError(str(path), missing[0], "missing column (write the table with `perfmodel validate --serving -o`)")
+    for c in ("reason", "assumed", "band"):
+        t[c] = t[c].fillna("")
+    return t
+
+
+def compare(points, peer_path) -> "pd.DataFrame":
+    """perfmodel's errors beside a peer's on the points both predicted: the peer's per-point CSV has id,
+    aic_ttft_ms and aic_tpot_ms (bench/aic_silicon.py writes AIConfigurator's). One row per category and group:
+    points both predicted, and per estimator median |error|, p90 |error|, bias and the share within +-25%."""
+    import pandas as pd
+
+    p = Path(peer_path).expanduser()
+    try:
+        peer = pd.read_csv(p, dtype={"id": str})
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise SpecError(str(peer_path), None, f"cannot be read ({e})") from None
+    for c in ("id", "aic_ttft_ms", "aic_tpot_ms"):
+        if c not in peer.columns:
+            raise SpecError(str(peer_path), c, "missing column (bench/aic_silicon.py writes id, aic_ttft_ms, aic_tpot_ms)")
+    peer = peer[["id", "aic_ttft_ms", "aic_tpot_ms"]].drop_duplicates("id")
+    ok = points[points["status"] == "ok"]
+    est = {m: ok[ok["mode"] == m] for m in ok["mode"].unique()}
+    rows = []
+    base = next(iter(est.values())) if est else ok
+    j = base.merge(peer, on="id", how="inner")
+    j = j[np.isfinite(j["aic_ttft_ms"]) & np.isfinite(j["aic_tpot_ms"]) & (j["aic_ttft_ms"] > 0) & (j["aic_tpot_ms"] > 0)]
+    both = set(j["id"])
+    for cat, col in CATEGORIES:
+        sub = j if col is None else j
+        groups = [("all", sub)] if col is None else list(sub.groupby(col, sort=True))
+        for name, g in groups:
+            ids = set(g["id"])
+            r = {"category": cat, "group": str(name), "points": len(ids)}
+            for who, frame, pre in [("aic", g, "aic")] + [(m, e[e["id"].isin(ids)], "predicted") for m, e in est.items()]:
+                for k in ("ttft", "tpot"):
+                    e = (frame[f"{pre}_{k}_ms"].to_numpy(float) / frame[f"measured_{k}_ms"].to_numpy(float) - 1.0)
+                    e = e[np.isfinite(e)]
+                    a = np.abs(e)
+                    r[f"{who}_{k}_median_abs"] = float(np.median(a)) if a.size else math.nan
+                    r[f"{who}_{k}_p90_abs"] = float(np.percentile(a, 90)) if a.size else math.nan
+                    r[f"{who}_{k}_bias"] = float(np.median(e)) if e.size else math.nan
+                    r[f"{who}_{k}_within_25"] = float(np.mean(a <= 0.25)) if a.size else math.nan
+            rows.append(r)
+    out = pd.DataFrame(rows)
+    out.attrs["peer_rows"] = int(len(peer))
+    out.attrs["peer_predicted"] = int(np.sum(np.isfinite(peer["aic_ttft_ms"].to_numpy(float))))
+    out.attrs["both"] = len(both)
+    return out
