@@ -322,6 +322,30 @@ cost; the break-even line moves up as verification turns compute-bound).
 fig = plots.speculative(draft="llama-2-7b", target="llama-2-70b", hardware="h100-sxm", batch=1)
 fig = plots.speculative(draft="llama-2-7b", target="llama-2-70b", hardware="h100-sxm", batch=64)
 """),
+    ("markdown", """
+## A fixed concurrency, and measured serving runs
+Benchmarks such as `vllm bench serve --max-concurrency` and AIPerf run N clients in a closed loop: each
+sends its next request when its last returns. `concurrency=N` simulates that; Little's law (request rate
+x mean E2E = requests in flight) holds in the output. Then the same question against measured runs:
+AIConfigurator's silicon sample (vLLM 0.x on H200, Llama 3.1 8B FP8), predicted point by point.
+"""),
+    ("code", """
+cl = pm.serve_sim("llama-3.1-8b", "h100-sxm", "continuous", slots=None, prompt_len=1024, output_len=256,
+                  concurrency=32, token_budget=8192)
+cl[["concurrency", "request_rate", "mean_latency_s", "mean_in_flight", "mean_ttft_s", "mean_tpot_s",
+    "throughput_per_device", "tok_s_per_user"]]
+"""),
+    ("code", """
+assert abs(cl.request_rate[0] * cl.mean_latency_s[0] - cl.mean_in_flight[0]) < 1e-9 * cl.mean_in_flight[0]
+v = pm.serving_validation(model=["llama-3.1-8b"], system=["h200_sxm"], backend=["vllm"], modes=("roofline",))
+v[["isl", "osl", "concurrency", "layout", "measured_ttft_ms", "predicted_ttft_ms", "measured_tpot_ms",
+   "predicted_tpot_ms"]].head()
+"""),
+    ("code", """
+summary = pm.serving_validation_summary(v)
+fig = plots.serving_validation(v)
+summary[summary.category.isin(["overall", "concurrency"])]
+"""),
 ]
 
 MEASURE = [
