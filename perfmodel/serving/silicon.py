@@ -306,17 +306,20 @@ class Predictor:
         move = float(tr(np.array([isl]))[0])
         slots = self.no_evict(dec, isl, osl, p["engine"])
         f_p = f_d = 1.0
+        quick = dict(warmup=1, rounds=1)  # the split's search: one warm-up and one measured request per client
         for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
             c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d)
             c_d = max(1, round((N - c_p * Wp) / Wd))
-            a = self.closed(pre, c_p, isl, 1, prefill="separate")
-            b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots) if osl > 1 else None
-            t_p = a["stage"] + move
-            x_p, x_d = Wp * c_p / t_p, (Wd * b["rate"] if b else math.inf)
+            a = self.closed(pre, c_p, isl, 1, prefill="separate", **quick)
+            b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, **quick) if osl > 1 else None
+            x_p, x_d = Wp * c_p / (a["stage"] + move), (Wd * b["rate"] if b else math.inf)
             if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
                 break
             est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d)
             f_p, f_d = x_p / est_p, x_d / est_d
+        a = self.closed(pre, c_p, isl, 1, prefill="separate")  # the answer: the configured warm-up and rounds
+        b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots) if osl > 1 else None
+        t_p = a["stage"] + move
         return {"ttft_s": t_p, "tpot_s": b["tpot"] if b else math.nan, "in_flight": math.nan,
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
                 "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
