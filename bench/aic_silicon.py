@@ -217,6 +217,12 @@ def read_results(path: Path) -> "OrderedDict[str, dict]":
     return out
 
 
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask  # mkstemp makes 0600 files; give the output the usual mode
+
+
 def write_csv_atomic(path: Path, rows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -226,6 +232,7 @@ def write_csv_atomic(path: Path, rows) -> None:
             w.writeheader()
             for r in rows:
                 w.writerow(r)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -238,6 +245,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -484,14 +492,22 @@ def summarize(results_csv: Path, sample_csv: Path | None = None) -> str:
         return lines + [""]
 
     def reason(err: str) -> str:
-        e = re.sub(r"/\S+", "<path>", err)
+        e = re.sub(r"(?<![\w.-])/\S+", "<path>", err)
         if "is required for disagg mode" in e:
-            return "disagg row without prefill/decode batch size or worker count (" + e.split(":", 1)[1].strip() + ")"
+            return "disagg row without prefill/decode batch size and worker count (" + e.split(":", 1)[1].strip() + ")"
         if "HuggingFaceDownloadError" in e:
-            return "model config not bundled and HuggingFace unreachable here (HuggingFaceDownloadError)"
-        if "PerfDataNotAvailableError" in e:
-            kind = re.search(r"error: (\w+) data missing", e)
-            return f"perf database has no data for an op ({kind.group(1) if kind else 'some'} data missing)"
+            return "model config not bundled, HuggingFace unreachable here (HuggingFaceDownloadError)"
+        m = re.search(r"perf database error: (.+?) data missing(?: for quant '([^']+)')?", e)
+        if m:
+            return f"perf database: {m.group(1)} data missing" + (f" (quant {m.group(2)})" if m.group(2) else "")
+        if "Cross-node EP requires DeepEP A2A data" in e:
+            return "perf database: cross-node EP without DeepEP all-to-all data"
+        if "does not fit in GPU memory" in e:
+            return "AIConfigurator's memory check: the model does not fit at this parallelism (RuntimeError: OOM)"
+        if re.search(r"num_heads \d+ should be divisible by tp_size", e):
+            return "attention heads not divisible by tp_size (AssertionError: num_heads N should be divisible by tp_size)"
+        if "Parallelism width mismatch" in e:
+            return "tp x attention_dp != moe_tp x moe_ep (ValueError: Parallelism width mismatch)"
         return e[:160]
 
     reasons = Counter(reason(r["aic_error"]) for r in joined if r["aic_error"])
@@ -531,6 +547,11 @@ def summarize(results_csv: Path, sample_csv: Path | None = None) -> str:
         lines += ["Rows estimated under a bundled alias of their model (`--model-alias`; AIConfigurator would "
                   "otherwise download the row's config from HuggingFace, unreachable where this ran): "
                   + "; ".join(f"{m} -> {al}: {n} rows" for (m, al), n in sorted(by.items())) + ".", ""]
+    used = Counter(r.get("aic_backend_version", "") for r in joined if not r["aic_error"])
+    said = {"row": "with the row's own backend_version",
+            "default": "with AIConfigurator's default database version (the row's is not one of its queryable versions)"}
+    if used:
+        lines += ["Predicted rows: " + "; ".join(f"{n} {said.get(v, v or '?')}" for v, n in used.most_common()) + ".", ""]
     lines += ["### Rows not predicted, by reason", "", "| reason | rows |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in reasons.most_common()] + [""]
     if missing:
