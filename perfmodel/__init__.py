@@ -925,7 +925,7 @@ def serving_validation(sample=None, modes=("roofline", "achievable"), model=None
     Example
     -------
     >>> v = pm.serving_validation(model=["llama-3.1-8b"], system=["h200_sxm"], backend=["vllm"], modes=("roofline",))
-    >>> len(v), bool((v.status == "ok").all()), bool((v.in_flight == v.concurrency).all())
+    >>> len(v), bool((v.status == "ok").all()), bool(((v.in_flight - v.concurrency).abs() < 1e-6 * v.concurrency).all())
     (21, True, True)
     """
     from .cli.validation import _select
@@ -942,6 +942,15 @@ def serving_validation_summary(points):
     """serving_validation's table summarized per mode and category (overall, backend, system, model, agg or
     disagg, concurrency band): points, median and p90 |error|, bias (the median signed error) and the share
     within +-25% of TTFT and TPOT.
+
+    Parameters
+    ----------
+    points : DataFrame -- serving_validation's table (or one read back from `validate --serving -o`)
+
+    Returns
+    -------
+    DataFrame: mode, category, group, points (int), ttft_median_abs, ttft_p90_abs, ttft_bias,
+    ttft_within_25, and the same four for tpot (fractions: 0.25 is 25%).
 
     Example
     -------

@@ -1,4 +1,6 @@
 """The Python API: DataFrames with SI columns, specs editable in code, the op list exposed."""
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -181,8 +183,10 @@ def test_published_validation_passes_its_arguments():
        st.integers(1, 512), st.integers(1, 65536), st.sampled_from(["decode", "prefill"]),
        st.sampled_from(["roofline", "achievable", "simple"]))
 @settings(max_examples=60, deadline=None)
-def test_point_is_the_decode_and_prefill_row_to_the_last_bit(name, hw, B, S, phase, mode):
-    """pm.point answers one point with the op list and time model of decode/prefill: the same numbers exactly."""
+def test_point_is_the_decode_and_prefill_row(name, hw, B, S, phase, mode):
+    """pm.point answers one point with the op list and time model of decode/prefill: the same numbers, to the
+    last bits that the order of a sum can move (kimi-k2 at B=8, S=1: 0.1003524257126007 against
+    0.10035242571260075, a scalar against a vector evaluation)."""
     import warnings
 
     with warnings.catch_warnings():
@@ -191,4 +195,7 @@ def test_point_is_the_decode_and_prefill_row_to_the_last_bit(name, hw, B, S, pha
         row = (pm.decode if phase == "decode" else pm.prefill)(name, hw, batch=B, context=S, mode=mode).iloc[0]
     for k in ("latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes", "memory_bytes", "intensity",
               "fits", "bound"):
-        assert p[k] == row[k], k
+        if isinstance(p[k], float):
+            assert math.isclose(p[k], float(row[k]), rel_tol=1e-12, abs_tol=0.0), k
+        else:
+            assert p[k] == row[k], k
