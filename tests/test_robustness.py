@@ -148,13 +148,11 @@ def test_a_written_file_has_the_permissions_of_the_one_it_replaces(tmp_path):
 ])
 def test_oversized_work_is_refused_up_front_in_one_line_naming_the_limit(capsys, tmp_path, monkeypatch, argv, words):
     monkeypatch.chdir(tmp_path)
-    tracemalloc.start()
-    t0 = time.perf_counter()
+    tracemalloc.start()  # refused before the work: a bounded peak (no wall-time assertion: CI machines are loaded)
     line = one_line(capsys, argv)
-    dt = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert words in line and dt < 5 and peak < 300e6, (line, dt, peak)
+    assert words in line and peak < 300e6, (line, peak)
     assert not (tmp_path / "x.csv").exists()
 
 
