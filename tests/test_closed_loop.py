@@ -193,3 +193,26 @@ def test_capacity_at_a_concurrency_serves_what_littles_law_allows():
     s = pm.serve_sim("llama-3.1-8b", "h100-sxm", "continuous", requests=400, slots=256, prompt_len=512,
                      output_len=64, concurrency=16, token_budget=2048).iloc[0]
     assert math.isclose(c.goodput_rps[0], s.request_rate, rel_tol=0.05)
+
+
+@pytest.mark.parametrize("n,ep", [(300, 8), (1000, 4), (4096, 16)])
+def test_above_256_rows_the_busiest_group_by_rank_is_within_one_row_of_greedy(n, ep):
+    """Both assignments leave the busiest group between total / ep and total / ep + one row of attention."""
+    m, h = pm.load_model("deepseek-v2-lite"), pm.load_hardware("h100-sxm")
+    lay = Layout(1, 1, ep, 1)
+    ref = StepCost(m, h, Precision(), 16, lay)
+    fast = fastsim.FastCost(StepCost(m, h, Precision(), 16, lay), 2048)
+    S = np.random.default_rng(n).integers(1, 6000, size=n)
+    got, want = fast(np.ones(n, dtype=np.int64), S), ref([(1, int(s)) for s in S])
+    one = ref([(1, int(S.max()))]) - ref([(1, 1)])  # more than one row's attention at the longest context
+    assert abs(got - want) <= one
+
+
+def test_a_decode_run_with_attention_data_parallel_is_priced_at_once_by_rank():
+    m, h = pm.load_model("deepseek-v2-lite"), pm.load_hardware("h100-sxm")
+    fast = fastsim.FastCost(StepCost(m, h, Precision(), 16, Layout(1, 1, 4, 1)), 2048)
+    S0 = np.random.default_rng(1).integers(1, 3000, size=400)
+    got = fast.decode_steps(S0, 40)
+    ref = np.array([fast(np.ones(400, dtype=np.int64), S0 + j) for j in range(40)])
+    assert np.allclose(got, ref, rtol=1e-9, atol=0)
+    assert fast.decode_steps(S0[:100], 40) is None  # greedy below 256 rows: each step's own assignment

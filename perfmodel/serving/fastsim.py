@@ -203,6 +203,24 @@ class FastCost:
                 sums[b], sums[b + 2], sums[b + 3], sums[b + 4], sums[b + 5])
             op.w_read = wmax[i]
 
+    # -- attention data parallel: the busiest of ep groups --------------------------------------------
+    GREEDY_ROWS = 256  # up to this many decode rows, MixedStep's greedy longest-first assignment itself
+
+    def _busiest(self, k: np.ndarray) -> np.ndarray:
+        """Rows of the busiest attention group for decode rows at rounded contexts k (ascending): engine's greedy
+        longest-first assignment up to GREEDY_ROWS rows (equal to MixedStep's); above, the rows at ranks 0, ep,
+        2 ep, ... of the descending order, the group that deals the largest row of every round of ep. Both
+        groups hold between total / ep and total / ep + one row of attention work (greedy: the classic
+        longest-processing-time bound; by rank: each round gives group 0 at most one row more than any other),
+        so the two differ by at most one row's attention among the n / ep of the group, and by rank the rows
+        stay the same while every context grows by one (decode_steps prices such runs at once). Python's greedy
+        loop over thousands of rows a step is what this avoids (tests/test_closed_loop.py bounds the gap)."""
+        if k.size <= self.GREEDY_ROWS:
+            return engine._busiest_group(np.ones(k.size), k * float(self.q), self.lay.ep)
+        mask = np.zeros(k.size, dtype=bool)
+        mask[k.size - 1::-self.lay.ep] = True  # k ascending: the largest is last
+        return mask
+
     # -- a run of decode-only iterations ------------------------------------------------------------
     def decode_steps(self, S0: np.ndarray, k: int):
         """The times of k decode-only iterations of the same rows, row i at context S0_i + j in iteration j
@@ -210,10 +228,12 @@ class FastCost:
         that is not exact: ops with weights that vary by row, or an iteration with no attention FLOPs.
         Row i's table index ceil((S0_i + j) / q) steps up every q iterations, so iteration j's sums are
         counts of rows per index times the table: one matrix product and one vectorized pricing for all k."""
-        if not self.fast_decode or self.lay.ep > 1 or k < 1:
+        if not self.fast_decode or k < 1 or (self.lay.ep > 1 and S0.size <= self.GREEDY_ROWS):
             return None
         m = int(S0.size)
         dev0, host0, step0 = (float(x) for x in self._decode_prefix(m))
+        if self.lay.ep > 1:  # the busiest group by rank (below): the same rows while every context grows by one
+            S0 = np.sort(S0)[self._busiest(np.sort(-(-S0 // self.q)))]
         lo = int(-(-int(S0.min()) // self.q))
         hi = int(-(-(int(S0.max()) + k - 1) // self.q))
         if self._dec is None or hi >= len(self._dec[1]):
@@ -269,7 +289,7 @@ class FastCost:
         ops = []
         if nd and self.lay.ep > 1:  # attention runs on the busiest of ep groups (MixedStep: its rounded contexts)
             k = np.sort(-(-S // self.q))
-            k = k[engine._busiest_group(np.ones(k.size), k * float(self.q), self.lay.ep)]
+            k = k[self._busiest(k)]
             kmax = int(k.max())
             if self._dec is None or kmax >= len(self._dec[1]):
                 self._decode_table(kmax)
