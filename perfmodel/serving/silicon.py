@@ -193,7 +193,12 @@ def plan(df) -> list[dict]:
         if n is None:
             r["reason"] = "no concurrency"
             continue
-        r.update(model=name, hardware=dev, weights=PRECISION[q][0], act=PRECISION[q][1], kv=PRECISION[q][2],
+        wts, act, kv = PRECISION[q]
+        if act == "nvfp4" and "fp4" not in hw.peak_flops:  # no fp4 tensor cores (Hopper): fp4 weights, 16-bit math
+            act = "bf16"
+            r["assumed"] = "; ".join(x for x in (r["assumed"], f"{dev} has no fp4 tensor cores: fp4 weights with bf16 "
+                                                 "activations (W4A16, as the engines run them there)") if x)
+        r.update(model=name, hardware=dev, weights=wts, act=act, kv=kv,
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
                  budget=budget(row["backend"], hw))
         if row["mode"] == "agg":
