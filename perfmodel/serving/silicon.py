@@ -525,11 +525,12 @@ def summarize(points) -> "pd.DataFrame":
 
 
 def coverage(points) -> dict:
-    """Rows predicted and not, with the reasons counted (one mode's rows: a row is predicted in every mode or none)."""
-    first = points[points["mode"] == points["mode"].iloc[0]]
-    skipped = first[first["status"] != "ok"]
+    """Rows predicted in every mode, and the reasons of the others counted (a row's first reason, mode by mode)."""
+    ok = points.groupby("id", sort=False)["status"].agg(lambda x: bool((x == "ok").all()))
+    first = points.drop_duplicates("id")
+    skipped = points[points["status"] != "ok"].drop_duplicates("id")
     reasons = skipped["reason"].str.replace(r"\d[\d.e+]* B\b", "N B", regex=True).value_counts()
-    return {"rows": len(first), "predicted": int((first["status"] == "ok").sum()),
+    return {"rows": len(first), "predicted": int(ok.sum()),
             "assumed": int((first["assumed"] != "").sum()), "skipped": {str(k): int(v) for k, v in reasons.items()}}
 
 
