@@ -188,3 +188,10 @@ def test_a_saved_table_or_peer_file_that_is_not_one_is_refused(tmp_path, capsys)
     bad.write_text("id,foo\n1,2\n")
     assert main(["validate", "--serving", "--points", str(bad)]) == 2
     assert "x.csv: mode: missing column" in capsys.readouterr().err
+
+
+def test_the_whole_sample_is_refused_up_front_without_max_points(capsys):
+    assert main(["validate", "--serving"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--max-points: 5,221 points x 2 mode(s) = 10,442 simulations, over the limit of 200" in err
+    assert len(err.splitlines()) == 1
