@@ -54,6 +54,7 @@ import argparse
 import csv
 import datetime as _dt
 import hashlib
+import io
 import json
 import math
 import os
@@ -225,25 +226,18 @@ def _umask_mode() -> int:
 
 def write_csv_atomic(path: Path, rows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-            w.writeheader()
-            for r in rows:
-                w.writerow(r)
-        os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    write_text_atomic(path, buf.getvalue())
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", newline="") as f:  # the text's own line endings (csv writes \r\n)
             f.write(text)
         os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
