@@ -195,3 +195,13 @@ def test_the_whole_sample_is_refused_up_front_without_max_points(capsys):
     err = capsys.readouterr().err.strip()
     assert "--max-points: 5,221 points x 2 mode(s) = 10,442 simulations, over the limit of 200" in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("opt", ["-o", "--plot"])
+def test_an_output_into_a_missing_folder_is_refused_before_any_simulation(capsys, monkeypatch, tmp_path, opt):
+    def boom(*a, **k):
+        raise AssertionError("simulated before checking the output path")
+
+    monkeypatch.setattr(silicon, "predict", boom)
+    assert main(["validate", "--serving", "-m", "llama-3.1-8b", opt, str(tmp_path / "no" / "x.png")]) == 2
+    assert f"{opt}: cannot write" in capsys.readouterr().err

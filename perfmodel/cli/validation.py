@@ -55,9 +55,13 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
         raise SpecError("--rounds", None, f"must be a whole number from 1 to 20, got {rounds!r}")
     if jobs is not None and not (isinstance(jobs, int) and 1 <= jobs <= 256):
         raise SpecError("--jobs", None, f"must be a whole number from 1 to 256, got {jobs!r}")
+    from ..fileio import check_writable
+
     for opt, path in (("-o", out), ("--plot", plot)):
         if path is not None and str(path).strip() == "":
             raise SpecError(opt, None, "an empty path")
+        if path is not None:
+            check_writable(path, opt)  # before any simulation, not after it
     if points_file is not None:  # a saved table: summarize (and compare) without simulating
         points = silicon.load_points(points_file)
         points = points[points["mode"].isin(modes)]
