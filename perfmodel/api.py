@@ -202,6 +202,8 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
             r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention, layout=lay, impl=impl)
             cols = {k: r[k] for k in PHASE_COLUMNS + list(extra)}
             cols.update(mode_cols(mode, impl))
+            if mode == "achievable":  # the share of device time priced from measured kernel tables
+                cols["measured_share"] = r["measured_share"]
             if lay is not None and lay != Layout():
                 cols.update(_layout_cols(r, lay))
             out.append(_flat(economics(cols, hw, (lay or Layout()).devices, price, energy)))
@@ -315,7 +317,7 @@ def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1
     _warn_context(m, S)
     lay = layout(tp, pp, ep)
     tmodel = engine.time_model(mode, hw, impl)
-    rows = {k: [] for k in ("op", "phase", "layers", "flops", "bytes", "intensity", "time_s", "bound")}
+    rows = {k: [] for k in ("op", "phase", "layers", "flops", "bytes", "intensity", "time_s", "bound", "priced_by")}
 
     def row(*vals):
         for k, v in zip(rows, vals):
@@ -324,18 +326,21 @@ def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1
     for phase in phases:
         ops = build_ops(m, B, 1.0 if phase == "decode" else S, S, phase, prec, attention, layout=lay)
         device = host = step = 0.0
-        for op, (tc, tmem, t, nb, t_cpu, t_step) in zip(ops, tmodel.price(ops, hw, prec, lay)):
+        src: list = []
+        for op, (tc, tmem, t, nb, t_cpu, t_step), by in zip(ops, tmodel.price(ops, hw, prec, lay, sources=src), src):
             comm = op.kind == "comm"
             f = float(op.flops) * op.count
             b = float(np.sum(nb)) * op.count
             bound = engine.link_cost(hw, lay, op.link)[2] if comm else ("compute" if tc > tmem else "memory")
-            row(op.label, phase, op.count, f, b, f / b if b else float("inf"), float(t) * op.count, bound)
+            row(op.label, phase, op.count, f, b, f / b if b else float("inf"), float(t) * op.count, bound,
+                by if mode == "achievable" else "roofline")
             device, host, step = device + float(t) * op.count, host + t_cpu * op.count, step + t_step * op.count
         if host > device:
-            row("host wait", phase, 1, 0.0, 0.0, float("nan"), host - device, "host")
+            row("host wait", phase, 1, 0.0, 0.0, float("nan"), host - device, "host", "impl")
         if step:
-            row("step overhead", phase, 1, 0.0, 0.0, float("nan"), step, "host")
-    out = {k: np.asarray(v, dtype=object if k in ("op", "phase", "bound") else float) for k, v in rows.items()}
+            row("step overhead", phase, 1, 0.0, 0.0, float("nan"), step, "host", "impl")
+    out = {k: np.asarray(v, dtype=object if k in ("op", "phase", "bound", "priced_by") else float)
+           for k, v in rows.items()}
     n = len(rows["op"])
     out["mode"] = np.full(n, mode, dtype=object)
     for k, v in mode_cols(mode, impl).items():

@@ -102,6 +102,16 @@ class Impl:
     description: str = ""
     sources: dict = field(default_factory=dict)
     key: str = ""
+    # the serving engine's step loop (docs/engine-overheads.md): host time per step that the GPU waits for
+    # (step_overhead, step_per_seq per sequence in the step) and host time per step that an async scheduler
+    # hides under the GPU's forward pass (host_step, host_per_seq): a step takes
+    # max(device, launches + host_step + host_per_seq * n) + step_overhead + step_per_seq * n
+    step_per_seq: float = 0.0
+    host_step: float = 0.0
+    host_per_seq: float = 0.0
+    engine: str = ""  # "vllm 0.24.0": whose measured kernel tables (perfmodel.kernels) price its ops
+    engine_version: str = ""
+    kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
 
     @property
     def fused(self) -> frozenset:
@@ -269,7 +279,8 @@ def link_algorithms(raw, where: str) -> tuple[tuple, str]:
     return tuple(raw), src
 
 
-IMPL_KEYS = {"name", "description", "source", "launch", "layer_overhead", "step_overhead", "kernels", "collectives"}
+IMPL_KEYS = {"name", "description", "source", "launch", "layer_overhead", "step_overhead", "kernels", "collectives",
+             "step_per_seq", "host_step", "host_per_seq", "engine", "kernel_tables"}
 
 
 def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
@@ -280,6 +291,23 @@ def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
     vals = {}
     for f in ("launch", "layer_overhead", "step_overhead"):
         vals[f], src[f] = _time(data[f], where, f, d)
+    for f in ("step_per_seq", "host_step", "host_per_seq"):
+        if f in data:
+            vals[f], src[f] = _time(data[f], where, f, d)
+    if "engine" in data:
+        eng, src["engine"] = _sourced(data["engine"], where, "engine", d)
+        parts = str(eng).split()
+        from .kernels import ENGINES
+
+        if len(parts) != 2 or parts[0] not in ENGINES:
+            raise SpecError(where, "engine", f"must be '<{'|'.join(ENGINES)}> <version>', e.g. 'vllm 0.24.0'; got {eng!r}")
+        vals["engine"], vals["engine_version"] = parts
+    if "kernel_tables" in data:  # a setting, not a figure: where measured kernel times come from
+        kt = data["kernel_tables"]
+        if not isinstance(kt, str) or not kt.strip():
+            raise SpecError(where, "kernel_tables", f"must be auto, none or the path of a `perfmodel measure` results.csv; "
+                                                    f"got {kt!r}")
+        vals["kernel_tables"] = kt.strip()
     kern, src["kernels"] = _sourced(data["kernels"], where, "kernels", d)
     if not isinstance(kern, dict) or not all(isinstance(k, str) and k for k in kern):
         raise SpecError(where, "kernels", f"must map op names to the kernels each launches, e.g. {{attn_av: 0}}; "

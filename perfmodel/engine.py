@@ -94,8 +94,20 @@ def roofline(ops: list[Op], hw: Hardware, prec: Precision, keys=None, layout: La
     is the sum of per-op roofline times; with the achievable one it is
     max(sum of device times, sum of host launch times) + the per-step overhead (timemodel.py)."""
     acc = Fold(keys or (0,) * len(ops))
-    acc.add(ops, (tm or TimeModel.roofline()).price(ops, hw, prec, layout, comm))
-    return acc.result()
+    tm = tm or TimeModel.roofline()
+    if tm.kernels_table is None:
+        acc.add(ops, tm.price(ops, hw, prec, layout, comm))
+        return acc.result()
+    src: list = []
+    priced = tm.price(ops, hw, prec, layout, comm, src)
+    acc.add(ops, priced)
+    out = acc.result()
+    measured = 0.0
+    for op, p, s in zip(ops, priced, src):  # the device time priced from measured kernel tables
+        if s != "datasheet":
+            measured = measured + p[2] * op.count
+    out["measured_time"] = measured
+    return out
 
 
 class Fold:
@@ -137,7 +149,7 @@ class Fold:
         time, flops, nbytes, tcb, tcomm = self.sums
         host, step = self.host, self.step
         device = time.total()
-        total = device if (host == 0.0 and step == 0.0) else np.maximum(device, host) + step
+        total = device if (np.all(host == 0.0) and np.all(step == 0.0)) else np.maximum(device, host) + step
         return {"time": total, "flops": flops.total(), "bytes": nbytes.total(), "device_time": device,
                 "host_time": host, "step_overhead": step, "compute_bound_time": tcb.total(), "comm_time": tcomm.total()}
 
@@ -243,7 +255,8 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
             "fits": full(mem["memory_bytes"] <= hw.memory_capacity), "bound": full(bound),
             "intensity": full(rf["flops"] / rf["bytes"]), "flops": full(rf["flops"]), "bytes": full(rf["bytes"]),
             "comm_time_s": full(comm_time), "devices": lay.devices,
-            "host_time_s": full(rf.get("host_time", 0.0)), "step_overhead_s": full(rf.get("step_overhead", 0.0))}
+            "host_time_s": full(rf.get("host_time", 0.0)), "step_overhead_s": full(rf.get("step_overhead", 0.0)),
+            "measured_share": full(rf.get("measured_time", 0.0) / rf["device_time"])}
 
 
 def request(model: Model, hw: Hardware, batch, prompt, generate: int, mode: str = "roofline",

@@ -85,7 +85,7 @@ class Op:
 
     __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
                  "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link", "rows",
-                 "coll", "msg", "peers", "gemm", "keys")
+                 "coll", "msg", "peers", "gemm", "keys", "attn", "moe")
 
     def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
                  act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt="", comm_bytes=0.0,
@@ -106,6 +106,10 @@ class Op:
         # columns of one instance, instances that compute: 1, or the experts the tokens reach)
         self.gemm = None
         self.keys = None  # attention: keys each query row reads (its kernel's tiles along the key axis)
+        # for measured kernel tables (perfmodel.kernels): attention (query heads, KV heads, head dim, query
+        # tokens per sequence); experts (tokens routed by the replica, D, d_ff, top-k, experts, tp, ep)
+        self.attn = None
+        self.moe = None
         # rows of the product that share one streamed operand (the weights of a matmul; a KV head for
         # the queries of its group): > 1 lets a BLAS library pack that operand (engine: gemm_weight_passes)
         self.rows = 1.0
@@ -288,6 +292,9 @@ class _Builder:
                       act_write=self.M * Nq * dv * self.ab, **({"kv_read": v_read} if from_cache else {"act_read": v_read}))
         qk.rows = av.rows = self.T * group  # query rows that share one streamed K/V head
         qk.keys = av.keys = klen
+        if not self.m.mla:  # K/V heads of this device: bytes per key token / (head width x bytes per element)
+            kvh = kv_bytes_k / (dqk * self.kb)
+            qk.attn, av.attn = (Nq, kvh, dqk, self.T), (Nq, kvh, dv, self.T)
         if self.unfused:  # the score matrix B*N*T*S_read goes to HBM: written, softmaxed, re-read
             scores = B * Nq * T * klen
             qk.act_write = scores * self.ab
@@ -455,7 +462,11 @@ class _Builder:
         else:  # GELU MLP: 2 matrices
             self.matmul(f"{prefix}_up", g, n, rows, D, F, bias=b, touched=touched, instances=E, fmt=f)
             self.vector(f"{prefix}_act", g, n, rows * F, 8)
-        self.matmul(f"{prefix}_down", g, n, rows, F, D, bias=b, touched=touched, instances=E, fmt=f)
+        down = self.matmul(f"{prefix}_down", g, n, rows, F, D, bias=b, touched=touched, instances=E, fmt=f)
+        if group == "experts":  # the fused MoE kernel's shape (perfmodel.kernels prices both GEMMs by it)
+            e = m.moe
+            up = self.ops[-3]
+            up.moe = down.moe = (self.Mg, D, e.d_ff_expert, e.n_active, e.n_experts, self.tp, self.ep)
 
     def moe(self, g, n):
         e, M, D, ep = self.m.moe, self.M, self.m.D, self.ep

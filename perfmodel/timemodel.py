@@ -125,6 +125,10 @@ class TimeModel:
     link: dict | None = None  # algorithm -> Algorithm (None: ideal on the hardware's algorithm set)
     network: dict | None = None
     where: str = ""  # the spec these terms came from (for error messages)
+    step_per_seq: float = 0.0  # s per sequence in the step, not overlapped (the engine's step loop)
+    host_step: float = 0.0  # s per step of host work an async scheduler overlaps with the GPU
+    host_per_seq: float = 0.0  # s per sequence of that overlapped host work
+    kernels_table: object = None  # perfmodel.kernels.KernelSet: measured per-op times (None: the datasheet model)
 
     # -- construction ---------------------------------------------------------------------------
     @staticmethod
@@ -133,6 +137,8 @@ class TimeModel:
 
     @staticmethod
     def achievable(hw: Hardware, impl: Impl) -> "TimeModel":
+        """The profile's kernel_tables: "auto" (AIConfigurator's tables for its engine when the extra is installed),
+        "none", or a `perfmodel measure` results.csv / output folder (`--set impl.kernel_tables=PATH`)."""
         a: Achievable | None = hw.achievable
         where = hw.key or hw.name
         if a is None:
@@ -142,10 +148,20 @@ class TimeModel:
         # a block without measured collectives prices them at the ideal bound (missing_data() says so)
         link = {k: v for k, v in a.link.items() if k in keep} or None
         net = {k: v for k, v in a.network.items() if k in keep} or None
+        from . import kernels as K
+
+        choice = impl.kernel_tables
+        if choice == "none":
+            ks = None
+        elif choice == "auto":
+            ks = K.load(hw, impl.engine, impl.engine_version) if impl.engine else None
+        else:
+            ks = K.load(hw, None, None, choice)
         return TimeModel("achievable", a.hbm_efficiency, a.kernel_latency, a.gemm_latency, dict(a.gemm_efficiency),
                          dict(a.attention_compute), a.attention_half_keys, a.attention_bandwidth, a.attention_latency,
                          dict(a.dequant), a.sm_count, a.gemm_tiles, impl.launch, impl.layer_overhead,
-                         impl.step_overhead, dict(impl.kernels), link, net, where)
+                         impl.step_overhead, dict(impl.kernels), link, net, where, impl.step_per_seq, impl.host_step,
+                         impl.host_per_seq, ks)
 
     def ideal(self, hw: Hardware) -> "TimeModel":
         """This model with every efficiency 1, every overhead 0, no size limits, and collectives at the link's
@@ -157,7 +173,8 @@ class TimeModel:
         return replace(self, hbm=1.0, kernel_latency=0.0, gemm_latency=0.0, gemm=one(self.gemm),
                        attn_compute=one(self.attn_compute), attn_half_keys=0.0, attn_bandwidth=1.0, attn_latency=0.0,
                        dequant={k: Dequant(1.0, 1.0) for k in (self.dequant or {})} or None, sm_count=None, tiles=(),
-                       launch=0.0, layer_overhead=0.0, step_overhead=0.0,
+                       launch=0.0, layer_overhead=0.0, step_overhead=0.0, step_per_seq=0.0, host_step=0.0,
+                       host_per_seq=0.0, kernels_table=None,
                        kernels={k: 1 for k in (self.kernels or {})} or None,
                        link=algs(hw.link_algorithms or DEFAULT_LINK_ALGORITHMS), network=algs(NETWORK_ALGORITHMS))
 
@@ -186,23 +203,26 @@ class TimeModel:
         d = self.dequant[fam]
         return d.bandwidth, d.compute
 
-    def shape_efficiency(self, gemm):
-        """Tile and wave quantization: useful output elements / the elements the launched tiles cover,
-        with the library choosing the tile that wastes least (NVIDIA, Matrix Multiplication Background
-        User's Guide: 'Tile quantization', 'Wave quantization'). A product with fewer rows than the
-        smallest tile runs as a skinny kernel (GEMV, split-K) whose rows are not padded."""
+    def shape_efficiency(self, gemm, row_tile: float | None = None):
+        """Tile quantization: useful output elements / the elements of the tiles that cover them, with the
+        library choosing the tile that wastes least (NVIDIA, Matrix Multiplication Background User's Guide:
+        'Tile quantization'). Wave quantization is not charged: stream-K (CUTLASS 3 'StreamK' tile scheduler;
+        Osama et al., 'Stream-K', PPoPP 2023) splits the last wave's tiles along K across the idle SMs, and
+        split-K does the same for a product with fewer tiles than SMs, so a partial wave costs its work only.
+        A product with fewer rows than the smallest tile runs as a skinny kernel (GEMV, split-K) whose rows
+        are not padded. row_tile: the kernel's own row block (weight-only kernels: Marlin's 16 rows)."""
         if not self.tiles or gemm is None:
             return 1.0
         rows, cols, inst = gemm
         rows, inst = np.asarray(rows, float), np.maximum(np.asarray(inst, float), 1.0)
         per = rows / inst  # rows of one computing instance (expert, head)
-        # below the smallest tile's rows a skinny (GEMV, split-K) kernel runs instead: its rows are not padded
-        floor_rows = min(tr for tr, _ in self.tiles)
+        tiles = ((row_tile, tc) for _, tc in self.tiles) if row_tile else self.tiles
+        floor_rows = row_tile or min(tr for tr, _ in self.tiles)
         best = None
-        for tr, tc in self.tiles:
+        for tr, tc in tiles:
+            # below the smallest tile's rows a skinny (GEMV, split-K) kernel runs instead: its rows are not padded
             tr = np.where(per < floor_rows, np.maximum(np.ceil(per), 1.0), tr)
-            tiles = np.ceil(inst) * np.ceil(per / tr) * math.ceil(cols / tc)
-            work = np.ceil(tiles / self.sm_count) * self.sm_count * tr * tc
+            work = np.ceil(inst) * np.ceil(per / tr) * tr * math.ceil(cols / tc) * tc
             best = work if best is None else np.minimum(best, work)
         return np.minimum(1.0, rows * cols / best)
 
@@ -257,14 +277,19 @@ class TimeModel:
         return best_t, best_b, kind
 
     # -- one op list ------------------------------------------------------------------------------
-    def price(self, ops: list[Op], hw: Hardware, prec: Precision, layout: Layout | None = None, comm: bool = True):
-        """Per op instance: (t_compute, t_memory, t_gpu, bytes, t_cpu, t_step)."""
+    def price(self, ops: list[Op], hw: Hardware, prec: Precision, layout: Layout | None = None, comm: bool = True,
+              sources: list | None = None):
+        """Per op instance: (t_compute, t_memory, t_gpu, bytes, t_cpu, t_step). `sources`, if given, receives
+        per op what priced it: "datasheet", or the measured table's name (perfmodel.kernels)."""
         lay = layout or Layout()
-        _, af, _, _ = prec.formats()
+        _, af, kf, _ = prec.formats()
         tensor_key = af.peak
         tensor = hw.peak(tensor_key)
-        # attention kernels have no fp4 form: with fp4 activations (NVFP4 GEMMs) they run in fp8
-        attn_key = "fp8" if tensor_key == "fp4" and "fp8" in hw.peak_flops else tensor_key
+        # attention computes in its own dtype, not the GEMMs': fp8 only when both its query (the activations) and
+        # its cache are fp8 (FA3's fp8 forward), else 16-bit (vLLM and SGLang dequantize an fp8 cache into a
+        # 16-bit kernel); no attention kernel has an fp4 form
+        attn_key = "fp8" if (af.peak in ("fp8", "fp4") and kf.bits == 8 and "fp8" in hw.peak_flops) else \
+            ("bf16" if "bf16" in hw.peak_flops else tensor_key)
         vector = hw.peak_flops.get("fp32", tensor)
         bw = hw.memory_bandwidth
         fixed = hw.kernel_overhead or 0.0  # a calibrated per-kernel cost (perfmodel measure; 0 for datasheet specs)
@@ -272,27 +297,42 @@ class TimeModel:
                   ATTENTION: hw.attention_kv_passes or hw.gemm_weight_passes or 1.0}
         e_gemm = self._eff(self.gemm, tensor_key, "gemm_efficiency")
         kernels = self.kernels or {}
+        ks = self.kernels_table
         out = []
         for op in ops:
+            src = "datasheet"
             if op.kind == COMM:
                 if not comm:
                     out.append((0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+                    if sources is not None:
+                        sources.append(src)
                     continue
-                t, sent, _ = self.collective(op, hw, lay)
+                t, sent, kind = self.collective(op, hw, lay)
+                if ks is not None and op.coll == "allreduce" and kind == "link":
+                    tm_ = ks.allreduce_time(op.peers, op.msg)
+                    if tm_ is not None:
+                        t, src = np.minimum(t, tm_) + 0 * t, ks.source  # the engine picks its faster path
                 out.append((0.0 * t, t, t, sent, self.launch, 0.0))
+                if sources is not None:
+                    sources.append(src)
                 continue
             k = float(kernels.get(op.name, 1))  # kernels this op launches (0: inside another op's kernel)
             b = op.bytes
+            measured = None
             if op.kind == MATMUL:
                 e_c, e_m = e_gemm, self.hbm
                 wf = get_format(op.wfmt) if op.wfmt else None
+                row_tile = None
                 if self.dequant is not None and wf is not None and wf.bits < 16:
                     if is_weight_only(wf, af):  # dequantized on the fly: a measured kernel is needed
                         d_bw, d_c = self._dequant(op.wfmt)
                         e_m, e_c = e_m * d_bw, e_c * d_c
+                        row_tile = 16.0  # Marlin-style kernels: blocks of 16 rows (IST-DASLab/marlin: thread_m_blocks x 16)
                     elif dequant_family(op.wfmt) in self.dequant:  # W8A8 etc.: its kernel's streaming rate, if measured
                         e_m = e_m * self.dequant[dequant_family(op.wfmt)].bandwidth
-                e_c = e_c * self.shape_efficiency(op.gemm)
+                if ks is not None:
+                    measured = _measured_gemm(ks, op, wf, af, hw)
+                e_c = e_c * self.shape_efficiency(op.gemm, row_tile)
                 tc, tm = op.flops / (tensor * e_c), b / (bw * e_m)
                 latency = self.gemm_latency
             elif op.kind == ATTENTION:
@@ -302,6 +342,8 @@ class TimeModel:
                     e_c = e_c * keys / (keys + self.attn_half_keys)  # short key ranges leave the kernel's tiles idle
                 tc, tm = op.flops / (hw.peak(attn_key) * e_c), b / (bw * self.attn_bandwidth)
                 latency = self.attn_latency
+                if ks is not None and op.attn is not None:
+                    measured = _measured_attention(ks, op, kf, hw.peak(attn_key))
             else:
                 tc, tm = op.flops / vector, b / (bw * self.hbm)
                 latency = self.kernel_latency
@@ -314,11 +356,88 @@ class TimeModel:
                 streamed = op.w_read if op.kind == MATMUL else op.kv_read
                 extra = np.where(np.asarray(op.rows) > 1, (kp - 1.0) * streamed, 0.0)
                 b, pack = b + extra, extra / bw
-            t_gpu = np.maximum(tc, tm) + pack + fixed + k * latency
+            if measured is not None:  # t = max(r, 1) x the op's ideal time: r carries latency, tiles, efficiency
+                r, peak = measured
+                tc, tm = op.flops / peak * r, b / bw * r
+                t_gpu = np.maximum(tc, tm) + pack + fixed
+                src = ks.source
+            else:
+                t_gpu = np.maximum(tc, tm) + pack + fixed + k * latency
             t_cpu = k * self.launch + (self.layer_overhead if op.name == "attn_norm" else 0.0)
-            t_step = self.step_overhead if op.name == "embed" else 0.0
+            t_step = 0.0
+            if op.name == "embed":  # once per step: the engine loop's fixed host time
+                t_step, t_cpu = self.step_overhead, t_cpu + self.host_step  # host_step: overlapped, under max()
+            elif op.name == "lm_head" and (self.step_per_seq or self.host_per_seq):
+                n_seq = op.gemm[0]  # its rows are the sequences that sample a token this step
+                t_step, t_cpu = self.step_per_seq * n_seq, t_cpu + self.host_per_seq * n_seq
             out.append((tc, tm + pack, t_gpu, b, t_cpu, t_step))
+            if sources is not None:
+                sources.append(src)
         return out
+
+
+# table dtypes (perfmodel.kernels) of the GEMM and fused-MoE kernels, by the weights' format family
+_GEMM_DTYPE = {16: "bfloat16", 8: "fp8"}
+_MOE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int4": "int4_wo", "fp4": "w4a16_mxfp4"}
+
+
+def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
+    """(max(r, 1), the peak r is relative to) of a matmul from the measured tables, or None."""
+    if op.gemm is None or wf is None or op.flops is None:
+        return None
+    rows, cols, inst = op.gemm
+    if op.moe is not None:  # a fused MoE kernel: both expert GEMMs take the ratio of the whole measured kernel
+        fam = "bf16" if wf.bits >= 16 else dequant_family(wf.name)
+        dt = _MOE_DTYPE.get(fam)
+        if dt == "w4a16_mxfp4" and af.peak == "fp4":
+            dt = "nvfp4"
+        if dt is None:
+            return None
+        tokens, D, F, topk, E, tp, ep = op.moe
+        r = ks.moe_ratio(dt, (D, F, topk, E, tp, ep), tokens)
+        if r is None and dt == "fp8":
+            r = ks.moe_ratio("fp8_block", (D, F, topk, E, tp, ep), tokens)
+        if r is None:
+            return None
+        from .kernels import _PEAK
+
+        return np.maximum(r, 1.0), hw.peak(_PEAK[dt]) if _PEAK[dt] in hw.peak_flops else hw.peak(af.peak)
+    if np.any(np.asarray(inst) != 1.0) or (wf.bits < 16 and af.bits >= 16):  # weight-only: no dense GEMM table
+        return None
+    dt = _GEMM_DTYPE.get(min(wf.bits, af.bits)) if wf.bits == af.bits or af.bits == 8 else None
+    if dt is None:
+        return None
+    rows = np.asarray(rows, float)
+    k = np.asarray(op.flops, float) / (2.0 * np.maximum(rows, 1e-30) * cols)
+    r = ks.gemm_ratio(dt, rows, cols, k)
+    if r is None and dt == "fp8":
+        r = ks.gemm_ratio("fp8_block", rows, cols, k)
+    if r is None:
+        return None
+    return np.maximum(r, 1.0), hw.peak(af.peak)
+
+
+def _measured_attention(ks, op: Op, kf, peak: float):
+    """(max(r, 1), peak) of an attention op from the measured context or generation tables, or None."""
+    Nq, Nkv, hd, T = op.attn
+    klen = op.keys
+    if klen is None:
+        return None
+    kvd = "fp8" if kf.bits == 8 else "bfloat16" if kf.bits == 16 else None
+    if kvd is None:
+        return None
+    klen = np.maximum(np.asarray(klen, float), 1.0)
+    T = np.asarray(T, float)
+    if np.all(T == 1.0):  # decode: one query per sequence; B from the op's FLOPs = 2 B Nq hd keys
+        B = np.asarray(op.flops, float) / (2.0 * Nq * hd * klen)
+        r = ks.attn_ratio("generation", kvd, (Nq, max(round(Nkv), 1), hd), B, klen)
+    else:  # prefill: causal over the T new tokens after klen - T cached ones
+        pairs = T * klen - T * (T - 1.0) / 2.0
+        B = np.asarray(op.flops, float) / (2.0 * Nq * hd * np.maximum(pairs, 1.0))
+        r = ks.attn_ratio("context", kvd, (Nq, max(round(Nkv), 1), hd), B, T)
+    if r is None:
+        return None
+    return np.maximum(r, 1.0), peak
 
 
 def impl_name(impl) -> str:

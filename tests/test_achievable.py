@@ -141,12 +141,16 @@ def test_a_group_across_nodes_pays_the_network_hop_on_its_inter_node_steps_only(
     assert float(t[0]) == pytest.approx(min(ring, tree), rel=1e-12)
 
 
-def test_tile_and_wave_quantization():
+def test_tiles_pad_rows_and_columns_but_stream_k_leaves_no_partial_wave():
     tm = dataclasses.replace(TimeModel.roofline(), tiles=((64, 128),), sm_count=132)
     assert tm.shape_efficiency((64.0, 128 * 132, 1.0)) == pytest.approx(1.0)  # one full wave
     assert tm.shape_efficiency((65.0, 128 * 132, 1.0)) == pytest.approx(65 / 128)  # a second row of tiles
-    assert tm.shape_efficiency((64.0, 128 * 133, 1.0)) == pytest.approx(133 / 264)  # 133 tiles: two waves
+    # 133 tiles on 132 SMs: stream-K spreads the 133rd tile's K loop over the SMs (no second wave of 132)
+    assert tm.shape_efficiency((64.0, 128 * 133, 1.0)) == pytest.approx(1.0)
+    assert tm.shape_efficiency((64.0, 128 * 133 + 1, 1.0)) == pytest.approx((128 * 133 + 1) / (128 * 134))  # a column tile
     assert tm.shape_efficiency((8.0, 128 * 132, 1.0)) == pytest.approx(1.0)  # a skinny GEMM pads no rows
+    # a weight-only kernel blocks rows by 16 (Marlin): 65 rows pad to 80, not to 128
+    assert tm.shape_efficiency((65.0, 128 * 132, 1.0), row_tile=16.0) == pytest.approx(65 / 80)
     # 4 experts reached, 256 token-expert rows: 64 rows each, one tile row per expert
     assert tm.shape_efficiency((256.0, 128 * 33, 4.0)) == pytest.approx(1.0)
 

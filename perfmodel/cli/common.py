@@ -119,12 +119,12 @@ _ECON = ["cost_per_million_tokens", "energy_per_token_j"]
 
 def _cols(t, extra=()):
     """The JSON contract's columns, plus the layout's and the economics' when asked for."""
-    return api.PHASE_COLUMNS + [c for c in ["impl"] if c in t] + list(extra) + [c for c in api.LAYOUT_COLUMNS + _ECON
+    return api.PHASE_COLUMNS + [c for c in ["impl", "measured_share"] if c in t] + list(extra) + [c for c in api.LAYOUT_COLUMNS + _ECON
                                                                                  if c in t]
 
 
 def _human(t, base):
-    return base + [c for c in ["tp", "pp", "ep", "replicas", "comm_time_s"] + _ECON if c in t]
+    return base + [c for c in ["measured_share", "tp", "pp", "ep", "replicas", "comm_time_s"] + _ECON if c in t]
 
 
 PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
@@ -154,7 +154,30 @@ def mode_note(mode: str, impl=None, hardware=None, sets=None) -> str:
                          f"{gemm} of peak; {a.kernel_latency * 1e6:.3g} us per kernel, {a.gemm_latency * 1e6:.3g} us per "
                          f"GEMM, {a.attention_latency * 1e6:.3g} us per attention kernel; host {im.launch * 1e6:.3g} us per "
                          f"launch, {im.step_overhead * 1e6:.3g} us per step")
-    return "\n".join(lines)
+            lines.append(kernels_note(hw, im))
+    return "\n".join(x for x in lines if x)
+
+
+def kernels_note(hw, im) -> str:
+    """Which measured kernel tables priced the ops they cover (the measured_share column), or why none did."""
+    from ..timemodel import TimeModel
+
+    ks = TimeModel.achievable(hw, im).kernels_table
+    host = ""
+    if im.host_step or im.host_per_seq or im.step_per_seq:
+        host = (f"; step loop: {im.host_step * 1e3:.3g} ms + {im.host_per_seq * 1e6:.3g} us per sequence overlapped with "
+                f"the GPU, {im.step_overhead * 1e3:.3g} ms + {im.step_per_seq * 1e6:.3g} us per sequence not")
+    if ks is not None:
+        kinds = ", ".join(ks.kinds())
+        return (f"#   {hw.key}: measured kernels from {ks.source} ({kinds}) price the ops they cover; measured_share is "
+                f"their share of the device time, the rest is the datasheet model above{host}")
+    if im.engine and im.kernel_tables == "auto":
+        from ..kernels import SYSTEMS, aic_dir
+
+        why = ("the extra is not installed: pip install \"perfmodel[kernels]\"" if aic_dir() is None else
+               f"AIConfigurator measures no {hw.key}" if (hw.key or "") not in SYSTEMS else "no table for this device")
+        return f"#   {hw.key}: no measured kernels ({why}): every op is priced by the datasheet model above{host}"
+    return f"#   {hw.key}: no measured kernels (impl kernel_tables: {im.kernel_tables}){host}" if host else ""
 
 
 def _why(table, hardware, sets, prec=None) -> str:

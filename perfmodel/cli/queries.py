@@ -94,8 +94,10 @@ def intensity(model: str = Model, hardware: str = Hardware, batch: str = typer.O
     """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode (collectives too)."""
     t = api.intensity(model, hardware, _one(batch, "--batch"), _one(context, "--context"), weights_dtype, kv_dtype, act_dtype, attention, _sets(sets),
                       quantize_embeddings=quantize_embeddings, tp=tp, pp=pp, ep=ep, mode=mode, impl=impl)
-    cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode"] + (["impl"] if "impl" in t else [])
-    _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]))
+    ach = "impl" in t
+    cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode"] + (["impl", "priced_by"] if ach else [])
+    _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]
+                + (["priced_by"] if ach else [])))
     if fmt == "table":
         _out(mode_note(mode, impl, hardware, _sets(sets)))
 

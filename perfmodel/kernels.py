@@ -1,0 +1,394 @@
+"""Measured kernel tables: per-op times of the achievable mode from kernel measurements.
+
+A kernel table holds measured times of one kind of kernel over a grid of shapes, on one device, for one
+engine and version. Two sources are read through this one interface:
+
+- NVIDIA AIConfigurator's measurements (the `aiconfigurator-core` wheel, Apache-2.0; install with
+  `pip install "perfmodel[kernels]"`): GEMM, context and generation attention, fused MoE and custom
+  all-reduce, per device (h100_sxm, h200_sxm, b200_sxm, ...) and engine version (vLLM, SGLang, TensorRT-LLM);
+- `perfmodel measure`'s results.csv (its `gemm` rows, sizes `M=.. N=.. K=..`) from the user's own device.
+
+How a table prices an op (docs/derivations.md, "Measured kernels"). For a measured shape x the ratio
+
+    r(x) = t_measured(x) / t_ideal(x),   t_ideal = max(FLOPs / P, bytes / BW)       (the op's roofline time)
+
+is >= 1 and varies slowly with the shape, so log r is interpolated multilinearly in log(shape) between the
+measured points (held at the edge value outside them) and the op is priced
+
+    t_op = max(r(x_op), 1) * t_ideal(op)
+
+with P and BW the hardware spec's datasheet peak and bandwidth. r carries everything the kernel does
+that the datasheet does not: tile and wave quantization, split-K, launch latency, a grouped GEMM's
+tokens per expert, routing imbalance. max(r, 1) keeps the roofline a bound. An op no table covers
+(a dtype, a device or an attention kind not measured) keeps the datasheet model: `source` says which.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SpecError
+
+# perfmodel hardware name -> AIConfigurator system directory (aiconfigurator_core/systems/data/<dir>)
+SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "b300": "b300_sxm", "gb200": "gb200",
+           "gb300": "gb300", "a100-80gb-sxm": "a100_sxm", "l40s": "l40s", "h100-pcie": "h100_pcie", "l4": "l4"}
+ENGINES = ("vllm", "sglang", "trtllm")
+# AIConfigurator's MoE tables are measured over balanced routing and power-law token-to-expert counts;
+# its models use power_law with alpha 1.01 (aiconfigurator_core/sdk/models/deepseek.py: _power_law_alpha = 1.01)
+MOE_DISTRIBUTION = "power_law_1.01"
+# bytes per element of a table's dtype (the weights for GEMM and MoE, the cache for attention)
+_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int4_wo": 0.5, "w4a16_mxfp4": 0.53125,
+          "nvfp4": 0.5625, "w4afp8": 0.5}
+# which datasheet peak a table dtype computes at
+_PEAK = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "bf16",
+         "w4a16_mxfp4": "bf16", "nvfp4": "fp4", "w4afp8": "fp8"}
+
+
+def aic_dir() -> Path | None:
+    """The folder of AIConfigurator's measurements (PERFMODEL_AIC_DATA, else the installed aiconfigurator_core
+    wheel's systems/data), or None without the extra. Finding it imports nothing."""
+    env = os.environ.get("PERFMODEL_AIC_DATA")
+    if env:
+        return Path(env) if Path(env).is_dir() else None
+    import importlib.util
+
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "systems" / "data"
+    return d if d.is_dir() else None
+
+
+def _vkey(v: str) -> tuple:
+    out = []
+    for part in v.replace("rc", ".").replace("post", ".").replace("dev", ".").split("."):
+        out.append(int(part) if part.isdigit() else -1)
+    return tuple(out)
+
+
+def pick_version(have: list[str], want: str) -> str | None:
+    """The measured version for an engine at version `want`: the same, else the newest not newer, else the oldest."""
+    if not have:
+        return None
+    if want in have:
+        return want
+    older = [v for v in have if _vkey(v) <= _vkey(want)]
+    return max(older, key=_vkey) if older else min(have, key=_vkey)
+
+
+def _interp(axes: list[np.ndarray], vals: np.ndarray, q: list[np.ndarray]) -> np.ndarray:
+    """Multilinear interpolation of vals (on the grid `axes`, each ascending and > 0) at points q, in log(axis),
+    each coordinate held at the grid's edge outside it."""
+    q = np.broadcast_arrays(*[np.asarray(x, float) for x in q])
+    idx, wts = [], []
+    for ax, x in zip(axes, q):
+        la = np.log(ax)
+        lx = np.clip(np.log(np.maximum(x, 1e-30)), la[0], la[-1])
+        if len(ax) == 1:
+            idx.append((np.zeros(lx.shape, int), np.zeros(lx.shape, int)))
+            wts.append(np.zeros(lx.shape))
+            continue
+        i = np.clip(np.searchsorted(la, lx, side="right") - 1, 0, len(ax) - 2)
+        idx.append((i, i + 1))
+        wts.append((lx - la[i]) / (la[i + 1] - la[i]))
+    out = 0.0
+    for corner in range(2 ** len(axes)):
+        w, ix = 1.0, []
+        for d in range(len(axes)):
+            bit = (corner >> d) & 1
+            ix.append(idx[d][bit])
+            w = w * (wts[d] if bit else 1.0 - wts[d])
+        out = out + w * vals[tuple(ix)]
+    return out
+
+
+def _grid(df, axes: list[str], value: np.ndarray):
+    """(axes arrays, values cube) of a table whose rows cover some of the grid; holes are filled from their
+    neighbours (mean of the filled ones, repeated), so every cell holds a measured-neighbourhood value."""
+    ax = [np.unique(df[a].to_numpy(float)) for a in axes]
+    cube = np.full([len(a) for a in ax], np.nan)
+    pos = tuple(np.searchsorted(a, df[n].to_numpy(float)) for a, n in zip(ax, axes))
+    # the median of duplicate measurements of one cell
+    order = np.lexsort(pos[::-1])
+    keys = np.stack([p[order] for p in pos], 1)
+    v = value[order]
+    starts = np.r_[0, np.nonzero(np.any(np.diff(keys, axis=0) != 0, axis=1))[0] + 1, len(v)]
+    for a, b in zip(starts[:-1], starts[1:]):
+        cube[tuple(keys[a])] = np.median(v[a:b])
+    for _ in range(sum(cube.shape)):
+        holes = np.isnan(cube)
+        if not holes.any():
+            break
+        acc, cnt = np.zeros(cube.shape), np.zeros(cube.shape)
+        for d in range(cube.ndim):
+            for s in (1, -1):
+                nb = np.roll(cube, s, axis=d)
+                edge = [slice(None)] * cube.ndim
+                edge[d] = 0 if s == 1 else -1
+                nb[tuple(edge)] = np.nan
+                ok = ~np.isnan(nb)
+                acc[ok] += nb[ok]
+                cnt[ok] += 1
+        fill = holes & (cnt > 0)
+        cube[fill] = acc[fill] / cnt[fill]
+    return ax, cube
+
+
+@dataclass
+class KernelSet:
+    """The measured tables of one device (and engine version): log r grids per kind, built at load."""
+
+    source: str  # e.g. "AIConfigurator 0.12.0 h100_sxm vllm 0.24.0" or a results.csv path
+    gemm: dict = field(default_factory=dict)  # table dtype -> (axes [m, n, k], log r)
+    gen_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, L], log r)}
+    ctx_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, S], log r)}
+    moe: dict = field(default_factory=dict)  # dtype -> {(h, I, topk, E, tp, ep): (axes [tokens], log r)}
+    allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
+    versions: dict = field(default_factory=dict)  # kind -> the version directory read
+
+    # -- lookups: r (>= 1 after the caller's max) or None where nothing covers the shape ---------------------
+    def gemm_ratio(self, dtype: str, m, n, k):
+        t = self.gemm.get(dtype)
+        if t is None:
+            return None
+        return np.exp(_interp(t[0], t[1], [m, n, k]))
+
+    def _nearest(self, table: dict, key: tuple):
+        """The measured head shape nearest to `key` in log distance (same head dim), or None."""
+        best, dist = None, math.inf
+        for kk in table:
+            if kk[2] != key[2]:
+                continue
+            d = abs(math.log(kk[0] / key[0])) + abs(math.log(kk[1] / key[1]))
+            if d < dist:
+                best, dist = kk, d
+        return best
+
+    def attn_ratio(self, phase: str, kv_dtype: str, heads: tuple, B, L):
+        tables = (self.gen_attn if phase == "generation" else self.ctx_attn).get(kv_dtype)
+        if not tables or min(heads) <= 0:
+            return None
+        key = self._nearest(tables, heads)
+        if key is None:
+            return None
+        ax, v = tables[key]
+        return np.exp(_interp(ax, v, [B, L]))
+
+    def moe_ratio(self, dtype: str, shape: tuple, tokens):
+        tables = self.moe.get(dtype)
+        if not tables:
+            return None
+        h, inter, topk, E, tp, ep = shape
+        best, dist = None, math.inf
+        for kk in tables:
+            d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
+                 + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
+            if d < dist:
+                best, dist = kk, d
+        ax, v = tables[best]
+        return np.exp(_interp(ax, v, [tokens]))
+
+    def allreduce_time(self, p: int, nbytes):
+        t = self.allreduce.get(int(p))
+        if t is None:
+            return None
+        sizes, secs = t
+        x = np.clip(np.asarray(nbytes, float), sizes[0], None)
+        lt = np.interp(np.log(x), np.log(sizes), np.log(secs))
+        # beyond the largest message the time grows with the bytes (bandwidth-bound)
+        return np.exp(lt) * np.maximum(1.0, x / sizes[-1])
+
+    def kinds(self) -> list[str]:
+        """The kinds of kernel measured, as 'kind version'."""
+        out = []
+        for k, v in (("gemm", "gemm"), ("gen_attn", "attention"), ("ctx_attn", "attention"), ("moe", "moe"),
+                     ("allreduce", "allreduce")):
+            if getattr(self, k):
+                out.append(f"{k} {self.versions.get(v, '')}".strip())
+        return out
+
+
+# ---------------------------------------------------------------- ideal (datasheet) times of table rows
+def _ideal_gemm(hw, dtype, m, n, k):
+    wb = _BYTES[dtype]
+    ab = 1.0 if _PEAK[dtype] == "fp8" else 2.0
+    flops = 2.0 * m * n * k
+    byts = m * k * ab + k * n * wb + m * n * 2.0  # A, W read; C written in 16 bits
+    return np.maximum(flops / hw.peak(_PEAK[dtype]), byts / hw.memory_bandwidth)
+
+
+def _ideal_attn(hw, phase, kvb, B, L, Nq, Nkv, hd):
+    if phase == "generation":  # one query per sequence over L keys
+        flops = 4.0 * B * Nq * hd * L
+        byts = B * L * 2.0 * Nkv * hd * kvb + B * 2.0 * Nq * hd * 2.0
+    else:  # causal self-attention over L tokens
+        flops = 4.0 * B * Nq * hd * L * (L + 1) / 2.0
+        byts = B * L * (2.0 * Nkv * hd * kvb + 2.0 * Nq * hd * 2.0)
+    return np.maximum(flops / hw.peak("bf16"), byts / hw.memory_bandwidth)
+
+
+def _touched(E, k, tokens):
+    """Expected experts reached by `tokens` tokens choosing k of E uniformly (ops._touched's law)."""
+    return E * (1.0 - (1.0 - k / E) ** tokens)
+
+
+def _ideal_moe(hw, dtype, tokens, h, inter, topk, E, tp, ep):
+    I = inter / tp
+    flops = 2.0 * tokens * topk * h * 3.0 * I / ep
+    w = _touched(E, topk, tokens) / ep * 3.0 * h * I * _BYTES[dtype]
+    act = tokens * topk / ep * (h * 2.0 + h * 2.0)
+    return np.maximum(flops / hw.peak(_PEAK[dtype]), (w + act) / hw.memory_bandwidth)
+
+
+# ---------------------------------------------------------------- loading
+def _parquet(path: Path):
+    try:
+        import pandas as pd
+
+        return pd.read_parquet(path)
+    except ImportError as e:  # pyarrow comes with the extra
+        raise SpecError("--kernels", None, f"reading {path.name} needs pyarrow: pip install \"perfmodel[kernels]\" "
+                                           f"({e})") from None
+
+
+def _table_dir(root: Path, kind: str, engine: str, version: str) -> tuple[Path, str] | None:
+    d = root / kind / engine
+    if not d.is_dir():
+        return None
+    v = pick_version([p.name for p in d.iterdir() if p.is_dir()], version)
+    return (d / v, v) if v else None
+
+
+def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
+    root = aic_dir() / system
+    ks = KernelSet(source=f"AIConfigurator {_aic_version()} {system} {engine} {version}")
+    got = _table_dir(root, "gemm", engine, version)
+    if got:
+        df = _parquet(got[0] / "gemm_perf.parquet")
+        ks.versions["gemm"] = got[1]
+        for dt, g in df.groupby("gemm_dtype"):
+            if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
+                continue
+            # the fastest kernel the engine ships for each shape (vLLM picks per shape among its kernels)
+            g = g.groupby(["m", "n", "k"], as_index=False)["latency"].min()
+            m, n, k = (g[c].to_numpy(float) for c in "mnk")
+            r = g["latency"].to_numpy(float) * 1e-3 / _ideal_gemm(hw, dt, m, n, k)
+            ks.gemm[dt] = _grid(g, ["m", "n", "k"], np.log(r))
+    got = _table_dir(root, "attention", engine, version)
+    if got:
+        ks.versions["attention"] = got[1]
+        for phase, fname, tgt in (("generation", "generation_attention_perf.parquet", ks.gen_attn),
+                                  ("context", "context_attention_perf.parquet", ks.ctx_attn)):
+            if not (got[0] / fname).exists():
+                continue
+            df = _parquet(got[0] / fname)
+            df = df[(df["window_size"] == 0) & (df["attn_dtype"].isin(["bfloat16", "float16"]))]
+            for (kvd, nq, nkv, hd), g in df.groupby(["kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim"]):
+                if kvd not in _BYTES:
+                    continue
+                L = (g["isl"] + g["step"]).to_numpy(float) if phase == "generation" else g["isl"].to_numpy(float)
+                g = g.assign(L=L)
+                B = g["batch_size"].to_numpy(float)
+                r = g["latency"].to_numpy(float) * 1e-3 / _ideal_attn(hw, phase, _BYTES[kvd], B, L, nq, nkv, hd)
+                tgt.setdefault(kvd, {})[(int(nq), int(nkv), int(hd))] = _grid(g, ["batch_size", "L"], np.log(r))
+    got = _table_dir(root, "moe", engine, version)
+    if got and (got[0] / "moe_perf.parquet").exists():
+        ks.versions["moe"] = got[1]
+        df = _parquet(got[0] / "moe_perf.parquet")
+        df = df[df["distribution"] == MOE_DISTRIBUTION]
+        keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+        for (dt, h, inter, topk, E, tp, ep), g in df.groupby(keys):
+            if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
+                continue
+            g = g.groupby("num_tokens", as_index=False)["latency"].min()
+            n = g["num_tokens"].to_numpy(float)
+            r = g["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
+            ks.moe.setdefault(dt, {})[(int(h), int(inter), int(topk), int(E), int(tp), int(ep))] = \
+                _grid(g, ["num_tokens"], np.log(r))
+    got = _table_dir(root, "comm", engine, version)
+    if got and (got[0] / "custom_allreduce_perf.parquet").exists():
+        ks.versions["allreduce"] = got[1]
+        df = _parquet(got[0] / "custom_allreduce_perf.parquet")
+        if "backend" in df:  # SGLang measures eager and CUDA-graph launches: serving replays graphs
+            graph = df["backend"].astype(str).str.contains("graph")
+            df = df[graph] if graph.any() else df
+        df = df[df["allreduce_dtype"].isin(["bfloat16", "float16"])]
+        for p, g in df.groupby("num_gpus"):
+            g = g.groupby("message_size", as_index=False)["latency"].min().sort_values("message_size")
+            ks.allreduce[int(p)] = (g["message_size"].to_numpy(float), g["latency"].to_numpy(float) * 1e-3)
+    return ks
+
+
+def _aic_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("aiconfigurator-core")
+    except Exception:  # noqa: BLE001  (a data folder given by PERFMODEL_AIC_DATA has no package metadata)
+        return "(data folder)"
+
+
+def _load_measure(hw, path: Path) -> KernelSet:
+    """`perfmodel measure`'s results.csv: its gemm rows (sizes 'M=.. N=.. K=..', dtype bf16/fp16/fp8)."""
+    ks = KernelSet(source=str(path))
+    rows = {}
+    with open(path, newline="") as f:
+        for rec in csv.DictReader(f):
+            if rec.get("family") not in ("gemm", "sweep", "skinny") or not rec.get("median_s"):
+                continue
+            sizes = dict(kv.split("=") for kv in rec.get("sizes", "").split() if "=" in kv)
+            if not {"M", "N", "K"} <= sizes.keys():
+                continue
+            dt = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}.get(rec.get("dtype", ""))
+            if dt is None or _PEAK[dt] not in hw.peak_flops:
+                continue
+            rows.setdefault(dt, []).append((float(sizes["M"]), float(sizes["N"]), float(sizes["K"]),
+                                            float(rec["median_s"])))
+    import pandas as pd
+
+    for dt, rs in rows.items():
+        g = pd.DataFrame(rs, columns=["m", "n", "k", "t"])
+        r = g["t"].to_numpy() / _ideal_gemm(hw, dt, g["m"].to_numpy(), g["n"].to_numpy(), g["k"].to_numpy())
+        ks.gemm[dt] = _grid(g, ["m", "n", "k"], np.log(r))
+    if not ks.gemm:
+        raise SpecError(str(path), "gemm", "has no GEMM rows (family gemm, sizes M=.. N=.. K=..) for this device's dtypes")
+    return ks
+
+
+_CACHE: dict = {}
+
+
+def _cached(hw_key, hw, engine, version, path):
+    """One load per (device terms, engine, version, file): the ratios depend on the spec's peaks and bandwidth."""
+    mtime = Path(path).stat().st_mtime_ns if path else None
+    key = (hw_key, hw.memory_bandwidth, tuple(sorted(hw.peak_flops.items())), engine, version, path, mtime)
+    if key not in _CACHE:
+        if len(_CACHE) > 32:
+            _CACHE.clear()
+        _CACHE[key] = _load_measure(hw, Path(path)) if path else _load_aic(hw, SYSTEMS[hw_key], engine, version)
+    return _CACHE[key]
+
+
+def load(hw, engine: str | None, version: str | None, path: str | None = None) -> KernelSet | None:
+    """The measured tables for a device: from `path` (a results.csv of `perfmodel measure`), else from
+    AIConfigurator's collection for (engine, version). None where nothing is measured for this device,
+    or the extra is not installed."""
+    if path:
+        p = Path(path).expanduser()
+        if p.is_dir():
+            p = p / "results.csv"
+        if not p.is_file():
+            raise SpecError("--kernels", None, f"{path}: no such results.csv (a `perfmodel measure` output folder or "
+                                               "its results.csv)")
+        return _cached(None, hw, None, None, str(p))
+    key = (hw.key or "").removesuffix(".yaml")
+    if engine not in ENGINES or key not in SYSTEMS or aic_dir() is None:
+        return None
+    if not (aic_dir() / SYSTEMS[key]).is_dir():
+        return None
+    return _cached(key, hw, engine, version, None)
