@@ -437,6 +437,9 @@ def _measured_attention(ks, op: Op, kf, peak: float):
         r = ks.attn_ratio("context", kvd, (Nq, max(round(Nkv), 1), hd), B, T)
     if r is None:
         return None
+    want = np.broadcast_shapes(np.shape(op.flops), np.shape(op.keys))
+    if np.shape(r) != want:  # T kept from the op list's build, the sizes refilled for a step (serving): their mean
+        r = np.mean(r) + np.zeros(want)
     return np.maximum(r, 1.0), peak
 
 

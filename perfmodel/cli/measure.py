@@ -110,19 +110,20 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
              points: Optional[str] = typer.Option(None, "--points", metavar="<file>", help="With --serving: summarize a per-point table written by -o instead of simulating."),
              compare: Optional[str] = typer.Option(None, "--compare", metavar="<file>", help="With --serving: a peer's predictions of the same points (id, aic_ttft_ms, aic_tpot_ms: bench/aic_silicon.py's CSV), side by side."),
              max_points: Optional[int] = typer.Option(None, "--max-points", metavar="<int>", help="With --serving: refuse more point x mode simulations than this (default 200; the whole sample is 10,442)."),
+             impl: Optional[str] = typer.Option(None, "--impl", metavar="<name|file|engine>", help="With --serving: the implementation profile of the achievable mode (default engine: each point's measured engine, vllm-0.24, sglang-0.5 or trtllm-1.3)."),
              fmt: str = Fmt):
     """Predict every measured case that calibration did not use; per-case error, median and p90 of |error|.
     With --published: the published end-to-end measurements, bound and estimate side by side.
     With --serving: measured serving runs (closed-loop concurrency benchmarks) against the serving simulator."""
     serving_opts = {"--sample": sample, "-o": out, "-m": model, "--system": system, "--backend": backend,
-                    "--jobs": jobs, "--points": points, "--compare": compare, "--max-points": max_points}
+                    "--jobs": jobs, "--points": points, "--compare": compare, "--max-points": max_points, "--impl": impl}
     if serving:
         if results is not None or published:
             raise SpecError("--serving", None, "takes no results folder and not --published")
         from .validation import serving as run_serving
 
         return run_serving(sample, out, plot, mode, model, system, backend, rounds, jobs, _fmt(fmt), summary_only,
-                           points, compare, max_points)
+                           points, compare, max_points, impl or "engine")
     given = [k for k, v in serving_opts.items() if v is not None] + (["--mode"] if mode != "roofline,achievable" else []) \
         + (["--rounds"] if rounds != 2 else [])
     if given:

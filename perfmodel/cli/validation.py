@@ -42,7 +42,7 @@ MAX_POINTS = 200  # point x mode simulations one command runs without --max-poin
 
 def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=None, system=None, backend=None,
             rounds: int = 2, jobs=None, fmt: str = "table", summary_only: bool = False, points_file=None,
-            compare=None, max_points=None) -> None:
+            compare=None, max_points=None, impl: str = "engine") -> None:
     from ..fileio import write_text
     from ..report import render
     from ..serving import silicon
@@ -93,7 +93,11 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
             sys.stderr.write(f"perfmodel: {done:,}/{total:,} points ({now - t0:.0f} s)\n")
             sys.stderr.flush()
 
-    points = silicon.predict(df, tuple(modes), rounds, jobs, progress)
+    if impl != "engine":  # a bad profile is one line before any simulation
+        from ..api import check_mode
+
+        check_mode("achievable", impl)
+    points = silicon.predict(df, tuple(modes), rounds, jobs, progress, impl)
     _report(points, out, plot, fmt, summary_only, compare)
 
 

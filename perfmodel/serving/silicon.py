@@ -226,24 +226,40 @@ class Predictor:
     """Predicts planned points, caching instances (per model, device, precision, layout, mode) and results (per
     workload), so that rows differing only in backend version or measured values are simulated once."""
 
-    def __init__(self, mode: str, rounds: int = 2, warmup: int = 2, quantum: int = 16, block: int = 16):
+    def __init__(self, mode: str, rounds: int = 2, warmup: int = 2, quantum: int = 16, block: int = 16,
+                 impl: str = "engine"):
         from .. import api
 
         self.mode, self.rounds, self.warmup, self.quantum, self.block = mode, rounds, warmup, quantum, block
+        self.impl_arg = impl
         self.impl = api.check_mode(mode, None, MODES)
+        self.impls: dict = {}
         self.insts: dict = {}
         self.results: dict = {}
         self.transfers: dict = {}
 
+    def impl_for(self, engine: str):
+        """The implementation profile a point is priced with in the achievable mode: with impl "engine" (the
+        default) the profile of the engine that was measured (ENGINE_PROFILES), else the one named."""
+        from .. import api
+
+        if self.mode != "achievable":
+            return None
+        name = ENGINE_PROFILES.get(engine, "graphs") if self.impl_arg == "engine" else self.impl_arg
+        if name not in self.impls:
+            self.impls[name] = api.check_mode(self.mode, name, MODES)
+        return self.impls[name]
+
     def instance(self, p: dict, lay: Layout, budget: int) -> Instance:
         from .. import api
 
-        key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], lay, budget)
+        impl = self.impl_for(p.get("engine", ""))
+        key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], lay, budget, getattr(impl, "key", None))
         inst = self.insts.get(key)
         if inst is None:
             (m,), (hw,) = api.specs(p["model"], p["hardware"], None)
             prec = api._prec(p["weights"], p["kv"], p["act"])
-            inst = self.insts[key] = Instance(m, hw, prec, lay, self.mode, self.impl, self.quantum, budget, None,
+            inst = self.insts[key] = Instance(m, hw, prec, lay, self.mode, impl, self.quantum, budget, None,
                                               self.block)
         return inst
 
@@ -307,7 +323,7 @@ class Predictor:
         if tr is None:
             devices = pre.lay.devices * Wp + dec.lay.devices * Wd
             tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
-                                                 self.impl)
+                                                 self.impl_for(p.get("engine", "")))
         move = float(tr(np.array([isl]))[0])
         slots = self.no_evict(dec, isl, osl, p["engine"])
         f_p = f_d = 1.0
@@ -377,6 +393,10 @@ class Predictor:
 
 
 # ---------------------------------------------------------------- the whole sample
+# the implementation profile of each measured engine (hardware/impl/): its kernels and its step loop
+ENGINE_PROFILES = {"vllm": "vllm-0.24", "sglang": "sglang-0.5", "trtllm": "trtllm-1.3"}
+
+
 def _band(n) -> str:
     for lo, hi, name in BANDS:
         if lo <= n <= hi:
@@ -387,11 +407,11 @@ def _band(n) -> str:
 _PREDICTORS: dict = {}  # per process: mode -> Predictor (its caches outlive one batch of points)
 
 
-def _predict_batch(mode: str, rounds: int, batch: list) -> list:
+def _predict_batch(mode: str, rounds: int, batch: list, impl: str = "engine") -> list:
     """Predict (index, plan) pairs in this process: (index, outputs or the reason it does not fit)."""
-    pred = _PREDICTORS.get((mode, rounds))
+    pred = _PREDICTORS.get((mode, rounds, impl))
     if pred is None:
-        pred = _PREDICTORS[(mode, rounds)] = Predictor(mode, rounds)
+        pred = _PREDICTORS[(mode, rounds, impl)] = Predictor(mode, rounds, impl=impl)
     out = []
     for i, p in batch:
         try:
@@ -419,7 +439,7 @@ def _batches(plans: list, size: int = 8) -> list:
     return [ok[k:k + size] for k in range(0, len(ok), size)]
 
 
-def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=None) -> "pd.DataFrame":
+def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=None, impl: str = "engine") -> "pd.DataFrame":
     """One row per sample row and mode: measured and predicted TTFT and TPOT (ms), their relative errors
     (predicted - measured) / measured, and what was assumed or why a row was not predicted. jobs > 1 spreads
     the simulations over that many processes (None: one per core)."""
@@ -436,7 +456,7 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
     jobs = os.cpu_count() or 1 if jobs is None else max(1, int(jobs))
     if jobs == 1 or len(work) <= 1:
         for mode, b in work:
-            for i, out in _predict_batch(mode, rounds, b):
+            for i, out in _predict_batch(mode, rounds, b, impl):
                 results[(mode, i)] = out
             done += len(b)
             if progress is not None:
@@ -445,7 +465,7 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals) as pool:
-            futs = {pool.submit(_predict_batch, mode, rounds, b): (mode, len(b)) for mode, b in work}
+            futs = {pool.submit(_predict_batch, mode, rounds, b, impl): (mode, len(b)) for mode, b in work}
             try:
                 for f in as_completed(futs):
                     mode, size = futs[f]
