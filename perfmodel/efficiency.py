@@ -20,7 +20,9 @@ from .units import parse_quantity
 # collective algorithms (docs/derivations.md, "Collectives"): which collective each one serves
 ALGORITHMS = {"ring": ("allreduce", "allgather", "alltoall", "send"), "tree": ("allreduce",),
               "oneshot": ("allreduce",), "twoshot": ("allreduce",), "nvls": ("allreduce",),
-              "direct": ("allgather", "alltoall", "send")}
+              "direct": ("allgather", "alltoall", "send"),
+              # DeepEP's dispatch and combine kernels: what SGLang, vLLM and TensorRT-LLM run the EP all-to-all in
+              "deepep": ("alltoall",)}
 # without a `link_algorithms` field a scale-up link offers these (point-to-point access to every peer);
 # NVLS needs reduction inside the switch, so a spec names it
 DEFAULT_LINK_ALGORITHMS = ("ring", "tree", "oneshot", "twoshot", "direct")

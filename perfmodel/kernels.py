@@ -149,6 +149,7 @@ class KernelSet:
     ctx_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, S], log r)}
     moe: dict = field(default_factory=dict)  # dtype -> {(h, I, topk, E, tp, ep): (axes [tokens], log r)}
     allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
+    alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
     versions: dict = field(default_factory=dict)  # kind -> the version directory read
 
     # -- lookups: r (>= 1 after the caller's max) or None where nothing covers the shape ---------------------
@@ -203,11 +204,29 @@ class KernelSet:
         # beyond the largest message the time grows with the bytes (bandwidth-bound)
         return np.exp(lt) * np.maximum(1.0, x / sizes[-1])
 
+    def alltoall_time(self, phase: str, hidden: float, topk: float, E: float, nodes: int, tokens):
+        """DeepEP dispatch or combine (the faster of its low-latency and high-throughput kernels, as engines pick
+        per phase) at the measured shape nearest in log distance, interpolated over tokens per rank; None if
+        nothing of that phase and node count is measured."""
+        best, dist = None, math.inf
+        for kk in self.alltoall:
+            if kk[0] != phase or kk[4] != nodes:
+                continue
+            d = abs(math.log(kk[1] / hidden)) + abs(math.log(kk[2] / topk)) + abs(math.log(kk[3] / E))
+            if d < dist:
+                best, dist = kk, d
+        if best is None:
+            return None
+        x, t = self.alltoall[best]
+        q = np.clip(np.asarray(tokens, float), x[0], None)
+        lt = np.interp(np.log(q), np.log(x), np.log(t))
+        return np.exp(lt) * np.maximum(1.0, q / x[-1])  # beyond the largest batch: bandwidth-bound, linear
+
     def kinds(self) -> list[str]:
         """The kinds of kernel measured, as 'kind version'."""
         out = []
         for k, v in (("gemm", "gemm"), ("gen_attn", "attention"), ("ctx_attn", "attention"), ("moe", "moe"),
-                     ("allreduce", "allreduce")):
+                     ("allreduce", "allreduce"), ("alltoall", "alltoall")):
             if getattr(self, k):
                 out.append(f"{k} {self.versions.get(v, '')}".strip())
         return out
@@ -256,11 +275,12 @@ def _parquet(path: Path):
                                            f"({e})") from None
 
 
-def _table_dir(root: Path, kind: str, engine: str, version: str) -> tuple[Path, str] | None:
+def _table_dir(root: Path, kind: str, engine: str, version: str, need: str | None = None) -> tuple[Path, str] | None:
+    """The version folder of a kind of table for an engine (pick_version among those that hold `need`)."""
     d = root / kind / engine
     if not d.is_dir():
         return None
-    v = pick_version([p.name for p in d.iterdir() if p.is_dir()], version)
+    v = pick_version([p.name for p in d.iterdir() if p.is_dir() and (need is None or (p / need).exists())], version)
     return (d / v, v) if v else None
 
 
@@ -310,8 +330,8 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
             r = g["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
             ks.moe.setdefault(dt, {})[(int(h), int(inter), int(topk), int(E), int(tp), int(ep))] = \
                 _grid(g, ["num_tokens"], np.log(r))
-    got = _table_dir(root, "comm", engine, version)
-    if got and (got[0] / "custom_allreduce_perf.parquet").exists():
+    got = _table_dir(root, "comm", engine, version, "custom_allreduce_perf.parquet")
+    if got:
         ks.versions["allreduce"] = got[1]
         df = _parquet(got[0] / "custom_allreduce_perf.parquet")
         if "backend" in df:  # SGLang measures eager and CUDA-graph launches: serving replays graphs
@@ -321,7 +341,41 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
         for p, g in df.groupby("num_gpus"):
             g = g.groupby("message_size", as_index=False)["latency"].min().sort_values("message_size")
             ks.allreduce[int(p)] = (g["message_size"].to_numpy(float), g["latency"].to_numpy(float) * 1e-3)
+    _load_alltoall(ks, root, engine, version)
     return ks
+
+
+def _load_alltoall(ks: KernelSet, root: Path, engine: str, version: str) -> None:
+    """DeepEP's dispatch and combine as the engine runs them: vLLM and TensorRT-LLM tables (moe_a2a_perf: latency
+    in us per phase and backend), SGLang's (wideep_deepep_ll_perf / _normal_perf: us per phase)."""
+    rows = []  # (phase, hidden, topk, E, nodes, tokens, seconds)
+    got = _table_dir(root, "comm", engine, version, "moe_a2a_perf.parquet")
+    if got:
+        df = _parquet(got[0] / "moe_a2a_perf.parquet")
+        if "comm_dtype" in df:  # the 16-bit payload (fp8/nvfp4 dispatch are options, not defaults)
+            df = df[df["comm_dtype"].isin(["default", "bfloat16"])]
+        for r in df.itertuples():
+            rows.append((r.phase, r.hidden_size, r.topk, r.num_experts, r.node_num, r.num_tokens, r.latency * 1e-6))
+        ks.versions["alltoall"] = got[1]
+    else:
+        for need, cols in (("wideep_deepep_ll_perf.parquet", ("dispatch_avg_t_us", "combine_avg_t_us")),
+                           ("wideep_deepep_normal_perf.parquet", ("dispatch_transmit_us", "combine_transmit_us"))):
+            got = _table_dir(root, "comm", engine, version, need)
+            if not got:
+                continue
+            ks.versions["alltoall"] = got[1]
+            df = _parquet(got[0] / need)
+            for r in df.itertuples():
+                for phase, col in zip(("dispatch", "combine"), cols):
+                    rows.append((phase, r.hidden_size, r.num_topk, r.num_experts, r.node_num, r.num_token,
+                                 getattr(r, col) * 1e-6))
+    by: dict = {}
+    for ph, h, k, E, nodes, tok, sec in rows:
+        if sec > 0:
+            by.setdefault((ph, int(h), int(k), int(E), int(nodes)), {}).setdefault(float(tok), []).append(sec)
+    for key, pts in by.items():  # the faster kernel (LL or HT) at each batch, as an engine picks per phase
+        x = np.array(sorted(pts))
+        ks.alltoall[key] = (x, np.array([min(pts[v]) for v in x]))
 
 
 def _aic_version() -> str:

@@ -477,16 +477,18 @@ class _Builder:
             r.w_read += e.n_experts * self.hb
         msg = M * e.n_active * D * self.gb  # each of the M local tokens goes to k experts (in the GEMM format) ...
         if ep > 1:  # ... (ep-1)/ep of them on other devices
-            self.add("alltoall_dispatch", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1, link="ep",
-                     coll="alltoall", msg=msg, peers=ep)
+            a2a = self.add("alltoall_dispatch", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1,
+                           link="ep", coll="alltoall", msg=msg, peers=ep)
+            a2a.moe = (M, D, e.d_ff_expert, e.n_active, e.n_experts, self.tp, ep)  # M: this device's tokens
         msg = M * e.n_active * D * self.ab  # ... and come back 16-bit
         # E/ep experts here; all Mg tokens of the replica route uniformly, so Mg*k/ep token-expert pairs
         self.mlp(g, n, e.d_ff_expert, "expert", E=e.n_experts / ep, rows=self.Mg * e.n_active / ep,
                  touched=_touched(e.n_experts, e.n_active, self.Mg) / ep, bias=e.expert_bias or self.m.linear_bias,
                  group="experts")
         if ep > 1:
-            self.add("alltoall_combine", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1, link="ep",
-                     coll="alltoall", msg=msg, peers=ep)
+            a2a = self.add("alltoall_combine", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1,
+                           link="ep", coll="alltoall", msg=msg, peers=ep)
+            a2a.moe = (M, D, e.d_ff_expert, e.n_active, e.n_experts, self.tp, ep)
         if e.n_shared:
             self.mlp(g, n, e.n_shared * e.d_ff_expert, "shared_expert", group="shared_expert")
             if e.shared_gate:  # Qwen2-MoE: sigmoid(x W_g) scales the shared expert's output, W_g a D x 1 matrix

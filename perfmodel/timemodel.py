@@ -50,7 +50,7 @@ def steps_and_bytes(coll: str, alg: str, p: float, n):
     if coll == "send":
         return 1.0, n
     if coll in ("allgather", "alltoall"):  # every device ends with (p-1)/p of the data from its peers
-        return (1.0 if alg == "direct" else p - 1.0), (p - 1.0) / p * n
+        return (1.0 if alg in ("direct", "deepep") else p - 1.0), (p - 1.0) / p * n
     if alg == "ring":  # reduce-scatter then all-gather around the ring
         return 2.0 * (p - 1.0), 2.0 * (p - 1.0) / p * n
     if alg == "tree":  # double binary tree (NCCL): up and down log2(p) levels, the ring's bytes
@@ -247,6 +247,8 @@ class TimeModel:
             raise SpecError(self.where, f"achievable.{kind}", f"is missing: a {op.link} group of this layout uses the "
                                                               f"{kind}, and its collectives need measured terms")
         n = np.asarray(op.msg, float)
+        if op.coll == "alltoall" and table is not None and "deepep" in table:
+            names = ("deepep",)  # serving engines run the EP all-to-all in DeepEP's kernels, not NCCL's
         steps_at = lambda name, q: steps_and_bytes(op.coll, name, float(q), 1.0)[0]  # noqa: E731
         best_t = best_b = None
         for name in names:
@@ -312,6 +314,14 @@ class TimeModel:
                     tm_ = ks.allreduce_time(op.peers, op.msg)
                     if tm_ is not None:
                         t, src = np.minimum(t, tm_) + 0 * t, ks.source  # the engine picks its faster path
+                elif ks is not None and op.coll == "alltoall" and op.moe is not None:
+                    # the EP all-to-all runs in DeepEP's kernels: their measured dispatch or combine time
+                    M, D, _, topk, E, _, ep = op.moe
+                    nodes = max(1, math.ceil(ep / (hw.devices_per_node or 1)))
+                    phase = "dispatch" if op.name.endswith("dispatch") else "combine"
+                    tm_ = ks.alltoall_time(phase, D, topk, E, nodes, M)
+                    if tm_ is not None:
+                        t, src = tm_ + 0 * t, ks.source
                 out.append((0.0 * t, t, t, sent, self.launch, 0.0))
                 if sources is not None:
                     sources.append(src)

@@ -238,3 +238,16 @@ def test_the_cli_footer_names_the_measured_tables(capsys):
     out = capsys.readouterr().out
     assert "measured kernels from AIConfigurator" in out and "measured_share" in out
     assert math.isfinite(float(out.split("\n")[2].split()[-1]))
+
+
+def test_an_ep_all_to_all_costs_deepeps_measured_latency_not_a_one_step_peer_copy():
+    """The EP all-to-all runs in DeepEP's kernels (13.2 us dispatch, 14.4 us combine for one token per rank on
+    8 H100s, AIConfigurator's measurement), where a one-step peer copy was priced at 5.9 us."""
+    m = load_model("deepseek-v3")
+    from perfmodel.ops import Layout
+
+    lay = Layout(ep=8)
+    ops = [op for op in build_ops(m, 1.0, 1.0, 1024.0, "decode", Precision(), layout=lay) if op.coll == "alltoall"]
+    tm = TimeModel.achievable(H100, load_impl("graphs"))
+    for op, (_, _, t, *_) in zip(ops, tm.price(ops, H100, Precision(), lay)):
+        assert t >= 13.8e-6 and t == pytest.approx(13.8e-6 + 7 / 8 * op.msg / (0.473 * 450e9), rel=1e-3)
