@@ -228,11 +228,13 @@ def _published(cases, category, plot, fmt, summary_only=False) -> None:
                  "median |error|": [f"{x:.1%}" for x in summ["median_abs_error"]],
                  "p90 |error|": [f"{x:.1%}" for x in summ["p90_abs_error"]],
                  "within 25%": [f"{x:.0%}" for x in summ["within_25pct"]],
+                 "faster": [f"{x:.0%}" for x in summ["faster_share"]],
                  "of bound": [f"{a:.2f}-{b:.2f}" for a, b in zip(summ["fraction_min"], summ["fraction_max"])],
                  "bound violated": summ["bound_violations"]}, "table"))
     higher = ", ".join(k for k, (hi, _) in METRICS.items() if hi)
     _out("# bound: mode roofline, the ideal bound (a measurement never beats it); achievable: mode achievable with the "
-         "case's implementation profile (impl); error = achievable / measured - 1")
+         "case's implementation profile (impl: the engine's own for TensorRT-LLM and vLLM cases); error = achievable / "
+         "measured - 1; faster: the share predicted faster than measured")
     _out(f"# of bound = measured / bound for throughputs ({higher}), bound / measured for times; at most 1 when the "
          "bound holds")
 

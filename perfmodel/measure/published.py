@@ -186,13 +186,18 @@ def summary(table: dict) -> dict:
         for c in str(cs).split(","):
             cats.setdefault(c, []).append(i)
     cats["all"] = list(range(len(table["case"])))
-    rows = {k: [] for k in ("category", "cases", "median_abs_error", "p90_abs_error", "within_25pct",
+    # predicted faster than measured: a throughput above the measured one, or a time below it
+    hi = np.array([METRICS[m][0] for m in table["metric"]], bool)
+    err = np.asarray(table["error"], float)
+    fast = np.where(hi, err > 0, err < 0)
+    rows = {k: [] for k in ("category", "cases", "median_abs_error", "p90_abs_error", "within_25pct", "faster_share",
                             "fraction_min", "fraction_median", "fraction_max", "bound_violations")}
     for c, idx in cats.items():
         e = np.abs(np.asarray(table["error"], float)[idx])
         f = np.asarray(table["fraction"], float)[idx]
         for k, v in (("category", c), ("cases", len(idx)), ("median_abs_error", float(np.median(e))),
                      ("p90_abs_error", float(np.percentile(e, 90))), ("within_25pct", float(np.mean(e <= 0.25))),
+                     ("faster_share", float(np.mean(fast[idx]))),
                      ("fraction_min", float(f.min())), ("fraction_median", float(np.median(f))),
                      ("fraction_max", float(f.max())),
                      ("bound_violations", int(np.sum(~np.asarray(table["bound_holds"], bool)[idx])))):
