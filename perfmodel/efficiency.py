@@ -114,6 +114,7 @@ class Impl:
     engine: str = ""  # "vllm 0.24.0": whose measured kernel tables (perfmodel.kernels) price its ops
     engine_version: str = ""
     kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
+    accumulate: str = "fp32"  # what its fp16 GEMMs accumulate in: fp32 (PyTorch, cuBLAS defaults) or fp16
 
     @property
     def fused(self) -> frozenset:
@@ -282,7 +283,7 @@ def link_algorithms(raw, where: str) -> tuple[tuple, str]:
 
 
 IMPL_KEYS = {"name", "description", "source", "launch", "layer_overhead", "step_overhead", "kernels", "collectives",
-             "step_per_seq", "host_step", "host_per_seq", "engine", "kernel_tables"}
+             "step_per_seq", "host_step", "host_per_seq", "engine", "kernel_tables", "accumulate"}
 
 
 def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
@@ -304,6 +305,11 @@ def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
         if len(parts) != 2 or parts[0] not in ENGINES:
             raise SpecError(where, "engine", f"must be '<{'|'.join(ENGINES)}> <version>', e.g. 'vllm 0.24.0'; got {eng!r}")
         vals["engine"], vals["engine_version"] = parts
+    if "accumulate" in data:
+        acc, src["accumulate"] = _sourced(data["accumulate"], where, "accumulate", d)
+        if acc not in ("fp32", "fp16"):
+            raise SpecError(where, "accumulate", f"must be fp32 or fp16 (what fp16 GEMMs accumulate in); got {acc!r}")
+        vals["accumulate"] = acc
     if "kernel_tables" in data:  # a setting, not a figure: where measured kernel times come from
         kt = data["kernel_tables"]
         if not isinstance(kt, str) or not kt.strip():

@@ -129,6 +129,9 @@ class TimeModel:
     host_step: float = 0.0  # s per step of host work an async scheduler overlaps with the GPU
     host_per_seq: float = 0.0  # s per sequence of that overlapped host work
     kernels_table: object = None  # perfmodel.kernels.KernelSet: measured per-op times (None: the datasheet model)
+    # fp16 GEMMs at the FP16-accumulate rate (peak_flops.fp16_acc16, where a part has a faster one): "max" for the
+    # roofline (a bound takes the fastest rate), else the implementation's accumulate dtype (fp32 or fp16)
+    accumulate: str = "max"
 
     # -- construction ---------------------------------------------------------------------------
     @staticmethod
@@ -161,7 +164,7 @@ class TimeModel:
                          dict(a.attention_compute), a.attention_half_keys, a.attention_bandwidth, a.attention_latency,
                          dict(a.dequant), a.sm_count, a.gemm_tiles, impl.launch, impl.layer_overhead,
                          impl.step_overhead, dict(impl.kernels), link, net, where, impl.step_per_seq, impl.host_step,
-                         impl.host_per_seq, ks)
+                         impl.host_per_seq, ks, impl.accumulate)
 
     def ideal(self, hw: Hardware) -> "TimeModel":
         """This model with every efficiency 1, every overhead 0, no size limits, and collectives at the link's
@@ -174,7 +177,7 @@ class TimeModel:
                        attn_compute=one(self.attn_compute), attn_half_keys=0.0, attn_bandwidth=1.0, attn_latency=0.0,
                        dequant={k: Dequant(1.0, 1.0) for k in (self.dequant or {})} or None, sm_count=None, tiles=(),
                        launch=0.0, layer_overhead=0.0, step_overhead=0.0, step_per_seq=0.0, host_step=0.0,
-                       host_per_seq=0.0, kernels_table=None,
+                       host_per_seq=0.0, kernels_table=None, accumulate="max",
                        kernels={k: 1 for k in (self.kernels or {})} or None,
                        link=algs(hw.link_algorithms or DEFAULT_LINK_ALGORITHMS), network=algs(NETWORK_ALGORITHMS))
 
@@ -287,6 +290,8 @@ class TimeModel:
         _, af, kf, _ = prec.formats()
         tensor_key = af.peak
         tensor = hw.peak(tensor_key)
+        if tensor_key == "fp16" and "fp16_acc16" in hw.peak_flops and self.accumulate in ("max", "fp16"):
+            tensor = hw.peak("fp16_acc16")  # one rule: the rate of what the GEMMs accumulate in (a bound: the fastest)
         # attention computes in its own dtype, not the GEMMs': fp8 only when both its query (the activations) and
         # its cache are fp8 (FA3's fp8 forward), else 16-bit (vLLM and SGLang dequantize an fp8 cache into a
         # 16-bit kernel); no attention kernel has an fp4 form

@@ -251,3 +251,25 @@ def test_an_ep_all_to_all_costs_deepeps_measured_latency_not_a_one_step_peer_cop
     tm = TimeModel.achievable(H100, load_impl("graphs"))
     for op, (_, _, t, *_) in zip(ops, tm.price(ops, H100, Precision(), lay)):
         assert t >= 13.8e-6 and t == pytest.approx(13.8e-6 + 7 / 8 * op.msg / (0.473 * 450e9), rel=1e-3)
+
+
+def test_one_accumulate_rule_picks_the_rtx_4090s_fp16_peak_everywhere():
+    """GeForce runs fp16 GEMMs at 330.3 TF with FP16 accumulate and 165.2 TF with FP32 accumulate. The roofline (a
+    bound) takes the faster; the achievable mode the rate of what its profile accumulates in."""
+    hw = load_hardware("rtx-4090")
+    prec = Precision("fp16", "fp16", "fp16")
+    op = Op("mlp_down", "", 1, MATMUL, flops=2.0 * 8192 ** 3, w_read=2.0 * 8192 ** 2, wfmt="fp16")
+    op.gemm = (8192.0, 8192.0, 1.0)
+    ((tc, *_),) = TimeModel.roofline().price([op], hw, prec)
+    assert tc == pytest.approx(op.flops / 330.3e12)
+    e = hw.achievable.gemm_efficiency["fp16"]
+    for impl, peak in (("graphs", 165.2e12), ("eager-fused", 330.3e12)):
+        tm = TimeModel.achievable(hw, load_impl(impl))
+        ((tc, *_),) = tm.price([op], hw, prec)
+        assert tc == pytest.approx(op.flops / (peak * e * tm.shape_efficiency(op.gemm))), impl
+    ((tc, *_),) = TimeModel.roofline().price([op], hw, Precision())  # bf16 has only the FP32-accumulate rate
+    assert tc == pytest.approx(op.flops / 165.2e12)
+    from perfmodel.measure.published import load_cases
+
+    assert not any(k.startswith("peak_flops") for c in load_cases(None) for k in (c.sets or {})), \
+        "a published case overrides a peak instead of following the rule"

@@ -51,13 +51,16 @@ def test_a_throughput_case_is_the_request_the_engine_prices(table):
 def test_the_summary_counts_each_case_in_each_of_its_categories():
     t = {"case": np.array(["a", "b", "c"], dtype=object), "category": np.array(["x", "x,y", "y"], dtype=object),
          "error": np.array([0.1, -0.3, 0.2]), "fraction": np.array([0.5, 0.6, 0.9]),
-         "bound_holds": np.array([True, True, True])}
+         "bound_holds": np.array([True, True, True]),
+         "metric": np.array(["decode_tokens_per_s", "decode_tokens_per_s", "ttft_s"], dtype=object)}
     s = summary(t)
     row = {c: i for i, c in enumerate(s["category"])}
     assert s["cases"][row["x"]] == 2 and s["cases"][row["y"]] == 2 and s["cases"][row["all"]] == 3
     assert s["median_abs_error"][row["x"]] == pytest.approx(0.2)
     assert s["within_25pct"][row["all"]] == pytest.approx(2 / 3)
     assert s["fraction_min"][row["y"]] == 0.6 and s["fraction_max"][row["y"]] == 0.9
+    # faster than measured: a throughput above (a: +10%), a time below (none: c's time is 20% above)
+    assert s["faster_share"][row["all"]] == pytest.approx(1 / 3) and s["faster_share"][row["y"]] == 0.0
 
 
 def test_validate_published_prints_bound_estimate_and_measurement_per_case_and_a_summary(capsys, tmp_path):
