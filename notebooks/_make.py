@@ -180,6 +180,21 @@ small = [pm.decode("qwen2.5-0.5b", "h100-sxm", batch=1, context=512, mode="achie
 [float(s.latency_s.iloc[0]) for s in small]
 """),
     ("markdown", """
+## Measured kernels and the engine's step loop
+An engine profile (`vllm-0.24`, `sglang-0.5`, `trtllm-1.3`) prices each op from NVIDIA
+AIConfigurator's kernel measurements for that engine where the GPU is measured (the `kernels` extra),
+and adds the engine's per-step host time. `measured_share` is the share of device time the measured
+tables priced; `priced_by` says which source priced each op.
+"""),
+    ("code", """
+eng = pm.decode("qwen3-30b-a3b", "h100-sxm", batch=[1, 16, 128], context=2048, mode="achievable", impl="vllm-0.24")
+eng[["batch", "latency_s", "throughput_tok_s", "measured_share"]]
+"""),
+    ("code", """
+per_op = pm.intensity("qwen3-30b-a3b", "h100-sxm", batch=16, context=2048, mode="achievable", impl="vllm-0.24")
+per_op[per_op.phase == "decode"][["op", "time_s", "priced_by"]]
+"""),
+    ("markdown", """
 ## The estimate on three GPUs
 The same model's latency-throughput curve, estimated on each device (titles state the mode).
 """),

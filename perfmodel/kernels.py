@@ -112,14 +112,14 @@ def _grid(df, axes: list[str], value: np.ndarray):
     neighbours (mean of the filled ones, repeated), so every cell holds a measured-neighbourhood value."""
     ax = [np.unique(df[a].to_numpy(float)) for a in axes]
     cube = np.full([len(a) for a in ax], np.nan)
-    pos = tuple(np.searchsorted(a, df[n].to_numpy(float)) for a, n in zip(ax, axes))
-    # the median of duplicate measurements of one cell
-    order = np.lexsort(pos[::-1])
-    keys = np.stack([p[order] for p in pos], 1)
-    v = value[order]
-    starts = np.r_[0, np.nonzero(np.any(np.diff(keys, axis=0) != 0, axis=1))[0] + 1, len(v)]
-    for a, b in zip(starts[:-1], starts[1:]):
-        cube[tuple(keys[a])] = np.median(v[a:b])
+    pos = [np.searchsorted(a, df[n].to_numpy(float)) for a, n in zip(ax, axes)]
+    flat = np.ravel_multi_index(pos, cube.shape)
+    order = np.lexsort((value, flat))  # by cell, then by value: the median of a cell's repeats is its middle row
+    f, v = flat[order], np.asarray(value, float)[order]
+    starts = np.r_[0, np.nonzero(np.diff(f))[0] + 1]
+    counts = np.diff(np.r_[starts, len(f)])
+    lo, hi = starts + (counts - 1) // 2, starts + counts // 2
+    cube.flat[f[starts]] = (v[lo] + v[hi]) / 2.0
     for _ in range(sum(cube.shape)):
         holes = np.isnan(cube)
         if not holes.any():
@@ -415,16 +415,66 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
+FORMAT = 1  # of the disk cache's entries: bump when KernelSet or the grids change
+
+
+def cache_dir() -> Path:
+    """Where built tables are kept between runs: PERFMODEL_CACHE, else $XDG_CACHE_HOME/perfmodel, else ~/.cache."""
+    env = os.environ.get("PERFMODEL_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perfmodel"
+
+
+def _disk(key: tuple, build):
+    """A KernelSet built once per key and kept on disk (a pickle this module wrote, replaced atomically): reading
+    AIConfigurator's Parquet files and building the grids takes ~2 s, a cached set ~0.1 s. The key holds
+    everything the set depends on (the data files' sizes and times, the spec's peaks and bandwidth)."""
+    import hashlib
+    import pickle
+
+    name = hashlib.sha256(repr((FORMAT, key)).encode()).hexdigest()[:24]
+    f = cache_dir() / f"kernels-{name}.pkl"
+    try:
+        with open(f, "rb") as fh:
+            ks = pickle.load(fh)
+        if isinstance(ks, KernelSet):
+            return ks
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, IndexError, TypeError):
+        pass  # absent, unreadable or from another version: rebuild it
+    ks = build()
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(ks, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, f)
+    except OSError:  # a read-only home: work without the cache
+        pass
+    return ks
+
+
+def _stamp(root: Path) -> tuple:
+    """(name, size, mtime) of every table file under a system's folder: a changed wheel changes the key."""
+    return tuple(sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
+                        for p in root.rglob("*.parquet")))
 
 
 def _cached(hw_key, hw, engine, version, path):
     """One load per (device terms, engine, version, file): the ratios depend on the spec's peaks and bandwidth."""
-    mtime = Path(path).stat().st_mtime_ns if path else None
-    key = (hw_key, hw.memory_bandwidth, tuple(sorted(hw.peak_flops.items())), engine, version, path, mtime)
+    terms = (hw.memory_bandwidth, tuple(sorted(hw.peak_flops.items())))
+    if path:
+        st = Path(path).stat()
+        key = ("measure", str(Path(path).resolve()), st.st_size, st.st_mtime_ns, terms)
+        build = lambda: _load_measure(hw, Path(path))  # noqa: E731
+    else:
+        root = aic_dir() / SYSTEMS[hw_key]
+        key = ("aic", _aic_version(), SYSTEMS[hw_key], engine, version, _stamp(root), terms)
+        build = lambda: _load_aic(hw, SYSTEMS[hw_key], engine, version)  # noqa: E731
     if key not in _CACHE:
         if len(_CACHE) > 32:
             _CACHE.clear()
-        _CACHE[key] = _load_measure(hw, Path(path)) if path else _load_aic(hw, SYSTEMS[hw_key], engine, version)
+        _CACHE[key] = _disk(key, build)
     return _CACHE[key]
 
 

@@ -273,3 +273,20 @@ def test_one_accumulate_rule_picks_the_rtx_4090s_fp16_peak_everywhere():
 
     assert not any(k.startswith("peak_flops") for c in load_cases(None) for k in (c.sets or {})), \
         "a published case overrides a peak instead of following the rule"
+
+
+def test_built_tables_are_kept_on_disk_and_a_broken_entry_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFMODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(kernels, "_CACHE", {})
+    rows = [(m, n, k, 1.5) for m in (1, 64) for n in (1024, 4096) for k in (1024, 4096)]
+    path = _results_csv(tmp_path, H100, rows)
+    first = kernels.load(H100, None, None, str(path))
+    files = list((tmp_path / "cache").glob("kernels-*.pkl"))
+    assert len(files) == 1
+    monkeypatch.setattr(kernels, "_CACHE", {})
+    again = kernels.load(H100, None, None, str(path))  # read back from disk
+    assert again is not first and float(again.gemm_ratio("bfloat16", 64, 4096, 4096)) == pytest.approx(1.5)
+    files[0].write_bytes(b"not a pickle")
+    monkeypatch.setattr(kernels, "_CACHE", {})
+    rebuilt = kernels.load(H100, None, None, str(path))
+    assert float(rebuilt.gemm_ratio("bfloat16", 1, 1024, 1024)) == pytest.approx(1.5)
