@@ -235,7 +235,7 @@ class KernelSet:
 # ---------------------------------------------------------------- ideal (datasheet) times of table rows
 def _ideal_gemm(hw, dtype, m, n, k):
     wb = _BYTES[dtype]
-    ab = 1.0 if _PEAK[dtype] == "fp8" else 2.0
+    ab = {"fp8": 1.0, "fp4": _BYTES["nvfp4"]}.get(_PEAK[dtype], 2.0)  # activations in the compute format
     flops = 2.0 * m * n * k
     byts = m * k * ab + k * n * wb + m * n * 2.0  # A, W read; C written in 16 bits
     return np.maximum(flops / hw.peak(_PEAK[dtype]), byts / hw.memory_bandwidth)
@@ -415,7 +415,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 1  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 2  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -392,7 +392,7 @@ class TimeModel:
 
 
 # table dtypes (perfmodel.kernels) of the GEMM and fused-MoE kernels, by the weights' format family
-_GEMM_DTYPE = {16: "bfloat16", 8: "fp8"}
+_GEMM_DTYPE = {16: "bfloat16", 8: "fp8", 4: "nvfp4"}  # 4: W4A4 (NVFP4 weights and activations)
 _MOE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int4": "int4_wo", "fp4": "w4a16_mxfp4"}
 
 
