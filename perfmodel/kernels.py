@@ -180,18 +180,22 @@ class KernelSet:
         ax, v = tables[key]
         return np.exp(_interp(ax, v, [B, L]))
 
-    def moe_ratio(self, dtype: str, shape: tuple, tokens):
-        tables = self.moe.get(dtype)
-        if not tables:
-            return None
+    def moe_ratio(self, dtypes, shape: tuple, tokens):
+        """r of the fused MoE kernel at the measured shape nearest to `shape` (D, d_ff, top-k, experts, tp, ep) in
+        log distance, over the tables of `dtypes` (a name or a list in order of preference: on equal distance the
+        first wins), interpolated over tokens; None without a table. The kernel is the engine's for that weight
+        format, so the format whose measured shape is nearest is the one the model's checkpoint runs."""
         h, inter, topk, E, tp, ep = shape
         best, dist = None, math.inf
-        for kk in tables:
-            d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
-                 + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
-            if d < dist:
-                best, dist = kk, d
-        ax, v = tables[best]
+        for dt in ([dtypes] if isinstance(dtypes, str) else dtypes):
+            for kk in self.moe.get(dt, ()):
+                d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
+                     + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
+                if d < dist - 1e-12:
+                    best, dist = (dt, kk), d
+        if best is None:
+            return None
+        ax, v = self.moe[best[0]][best[1]]
         return np.exp(_interp(ax, v, [tokens]))
 
     def allreduce_time(self, p: int, nbytes):

@@ -409,9 +409,9 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
         if dt is None:
             return None
         tokens, D, F, topk, E, tp, ep = op.moe
-        r = ks.moe_ratio(dt, (D, F, topk, E, tp, ep), tokens)
-        if r is None and dt == "fp8":
-            r = ks.moe_ratio("fp8_block", (D, F, topk, E, tp, ep), tokens)
+        # fp8 MoE checkpoints are block-scaled (DeepSeek-V3/R1, Qwen3 FP8, MiniMax-M2: config.json
+        # quantization_config weight_block_size [128, 128]): fp8_block first, per-tensor fp8 where its shape is nearer
+        r = ks.moe_ratio(["fp8_block", "fp8"] if dt == "fp8" else dt, (D, F, topk, E, tp, ep), tokens)
         if r is None:
             return None
         from .kernels import _PEAK
