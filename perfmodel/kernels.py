@@ -148,6 +148,8 @@ class KernelSet:
     gen_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, L], log r)}
     ctx_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, S], log r)}
     moe: dict = field(default_factory=dict)  # dtype -> {(h, I, topk, E, tp, ep): (axes [tokens], log r)}
+    mla_gen: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, keys], log r)
+    mla_ctx: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, tokens], log r)
     allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
     alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
     versions: dict = field(default_factory=dict)  # kind -> the version directory read
@@ -179,6 +181,14 @@ class KernelSet:
             return None
         ax, v = tables[key]
         return np.exp(_interp(ax, v, [B, L]))
+
+    def mla_ratio(self, phase: str, kv_dtype: str, heads, B, L):
+        """r of DeepSeek-style MLA attention (the absorbed decode kernel over the 576-wide latent cache, or the
+        prefill kernel over decompressed 192/128-wide heads) at heads per device, batch and length, or None."""
+        t = (self.mla_gen if phase == "generation" else self.mla_ctx).get(kv_dtype)
+        if t is None:
+            return None
+        return np.exp(_interp(t[0], t[1], [heads, B, L]))
 
     def moe_ratio(self, dtypes, shape: tuple, tokens):
         """r of the fused MoE kernel at the measured shape nearest to `shape` (D, d_ff, top-k, experts, tp, ep) in
@@ -229,7 +239,8 @@ class KernelSet:
     def kinds(self) -> list[str]:
         """The kinds of kernel measured, as 'kind version'."""
         out = []
-        for k, v in (("gemm", "gemm"), ("gen_attn", "attention"), ("ctx_attn", "attention"), ("moe", "moe"),
+        for k, v in (("gemm", "gemm"), ("gen_attn", "attention"), ("ctx_attn", "attention"), ("mla_gen", "mla"),
+                     ("mla_ctx", "mla"), ("moe", "moe"),
                      ("allreduce", "allreduce"), ("alltoall", "alltoall")):
             if getattr(self, k):
                 out.append(f"{k} {self.versions.get(v, '')}".strip())
@@ -252,6 +263,21 @@ def _ideal_attn(hw, phase, kvb, B, L, Nq, Nkv, hd):
     else:  # causal self-attention over L tokens
         flops = 4.0 * B * Nq * hd * L * (L + 1) / 2.0
         byts = B * L * (2.0 * Nkv * hd * kvb + 2.0 * Nq * hd * 2.0)
+    return np.maximum(flops / hw.peak("bf16"), byts / hw.memory_bandwidth)
+
+
+# DeepSeek-V3's MLA (config.json): kv_lora_rank 512 + qk_rope_head_dim 64 cached per token, qk_nope_head_dim 128,
+# v_head_dim 128; the tables measure this shape (AIConfigurator collects MLA for DeepSeek-V3 only)
+_MLA_LATENT, _MLA_QK, _MLA_V = 576, 192, 128
+
+
+def _ideal_mla(hw, phase, kvb, heads, B, L):
+    if phase == "generation":  # absorbed: QK over the 576-wide latent, AV over its 512-wide part
+        flops = 2.0 * B * heads * L * (_MLA_LATENT + _MLA_LATENT - 64)
+        byts = B * L * _MLA_LATENT * kvb
+    else:  # prefill over decompressed heads, causal
+        flops = 2.0 * B * heads * L * (L + 1) / 2.0 * (_MLA_QK + _MLA_V)
+        byts = B * L * heads * (2 * _MLA_QK + 2 * _MLA_V) * 2.0
     return np.maximum(flops / hw.peak("bf16"), byts / hw.memory_bandwidth)
 
 
@@ -320,8 +346,24 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
                 B = g["batch_size"].to_numpy(float)
                 r = g["latency"].to_numpy(float) * 1e-3 / _ideal_attn(hw, phase, _BYTES[kvd], B, L, nq, nkv, hd)
                 tgt.setdefault(kvd, {})[(int(nq), int(nkv), int(hd))] = _grid(g, ["batch_size", "L"], np.log(r))
-    got = _table_dir(root, "moe", engine, version)
-    if got and (got[0] / "moe_perf.parquet").exists():
+    for phase, fname, tgt in (("generation", "generation_mla_perf.parquet", ks.mla_gen),
+                              ("context", "context_mla_perf.parquet", ks.mla_ctx)):
+        got = _table_dir(root, "mla", engine, version, fname)
+        if not got:
+            continue
+        ks.versions["mla"] = got[1]
+        df = _parquet(got[0] / fname)
+        df = df[df["mla_dtype"].isin(["bfloat16", "float16"])]
+        for kvd, g in df.groupby("kv_cache_dtype"):
+            if kvd not in _BYTES:
+                continue
+            L = (g["isl"] + g["step"]).to_numpy(float) if phase == "generation" else g["isl"].to_numpy(float)
+            g = g.assign(L=L)
+            h, B = g["num_heads"].to_numpy(float), g["batch_size"].to_numpy(float)
+            r = g["latency"].to_numpy(float) * 1e-3 / _ideal_mla(hw, phase, _BYTES[kvd], h, B, L)
+            tgt[kvd] = _grid(g, ["num_heads", "batch_size", "L"], np.log(r))
+    got = _table_dir(root, "moe", engine, version, "moe_perf.parquet")
+    if got:
         ks.versions["moe"] = got[1]
         df = _parquet(got[0] / "moe_perf.parquet")
         df = df[df["distribution"] == MOE_DISTRIBUTION]
@@ -419,7 +461,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 2  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 3  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -295,6 +295,8 @@ class _Builder:
         if not self.m.mla:  # K/V heads of this device: bytes per key token / (head width x bytes per element)
             kvh = kv_bytes_k / (dqk * self.kb)
             qk.attn, av.attn = (Nq, kvh, dqk, self.T), (Nq, kvh, dv, self.T)
+        else:  # MLA: 0 K/V heads marks the latent cache (perfmodel.kernels prices it from the MLA tables)
+            qk.attn, av.attn = (Nq, 0, dqk, self.T), (Nq, 0, dv, self.T)
         if self.unfused:  # the score matrix B*N*T*S_read goes to HBM: written, softmaxed, re-read
             scores = B * Nq * T * klen
             qk.act_write = scores * self.ab

@@ -445,11 +445,13 @@ def _measured_attention(ks, op: Op, kf, peak: float):
     T = np.asarray(T, float)
     if np.all(T == 1.0):  # decode: one query per sequence; B from the op's FLOPs = 2 B Nq hd keys
         B = np.asarray(op.flops, float) / (2.0 * Nq * hd * klen)
-        r = ks.attn_ratio("generation", kvd, (Nq, max(round(Nkv), 1), hd), B, klen)
+        r = (ks.mla_ratio("generation", kvd, Nq, B, klen) if Nkv == 0 else
+             ks.attn_ratio("generation", kvd, (Nq, max(round(Nkv), 1), hd), B, klen))
     else:  # prefill: causal over the T new tokens after klen - T cached ones
         pairs = T * klen - T * (T - 1.0) / 2.0
         B = np.asarray(op.flops, float) / (2.0 * Nq * hd * np.maximum(pairs, 1.0))
-        r = ks.attn_ratio("context", kvd, (Nq, max(round(Nkv), 1), hd), B, T)
+        r = (ks.mla_ratio("context", kvd, Nq, B, T) if Nkv == 0 else
+             ks.attn_ratio("context", kvd, (Nq, max(round(Nkv), 1), hd), B, T))
     if r is None:
         return None
     want = np.broadcast_shapes(np.shape(op.flops), np.shape(op.keys))

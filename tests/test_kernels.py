@@ -319,3 +319,19 @@ def test_with_measured_kernels_one_more_token_moves_time_by_at_most_a_tile_bound
     t = engine.evaluate(m, H100, 1.0, S, "prefill", "achievable", grid=False, impl="vllm-0.24")["latency_s"]
     bound = step(S) * noise
     assert np.all(t[1:] / t[:-1] <= bound + 1e-9), float(np.max(t[1:] / t[:-1] / bound))
+
+
+@needs_aic
+def test_mla_attention_is_priced_from_the_mla_tables_where_the_engine_has_them():
+    """SGLang and TensorRT-LLM have MLA core tables (DeepSeek-V3's 576-wide latent); vLLM's are whole modules
+    (projections included), which the op list cannot split: its MLA attention keeps the datasheet model."""
+    h200 = load_hardware("h200")
+    for impl, measured in (("trtllm-1.3", True), ("sglang-0.5", True), ("vllm-0.24", False)):
+        t = pm.intensity("deepseek-v3", "h200", 32, 2048, weights_dtype="fp8", act_dtype="fp8", kv_dtype="fp8",
+                         tp=8, mode="achievable", impl=impl)
+        att = t[t.op.str.startswith("attn_qk")]
+        assert (att.priced_by != "datasheet").all() == measured, impl
+    ks = kernels.load(h200, "trtllm", "1.3.0rc20")
+    # at a measured point the table comes back: 16 heads, batch 32, 2,048 keys, fp8 cache: 0.027221 ms
+    r = float(ks.mla_ratio("generation", "fp8", 16, 32, 2048))
+    assert r * float(kernels._ideal_mla(h200, "generation", 1.0, 16, 32, 2048)) == pytest.approx(0.027221e-3, rel=1e-4)
