@@ -1163,10 +1163,10 @@ def max_batch(model, capacity, context, prec=None, overhead=0.0, phase="decode",
 
     Parameters
     ----------
-    model : Model
-    capacity : float -- bytes per device
+    model : Model or str -- a spec or a catalog name / YAML path / config.json
+    capacity : float, str or Hardware -- bytes per device, a quantity ("80 GB"), or a device (its memory)
     context : int or array -- tokens per sequence
-    prec : Precision -- formats (default bf16)
+    prec : Precision or str -- formats (default bf16; a string is the weights' format, e.g. "fp8")
     overhead : float -- bytes reserved
     phase : 'decode' or 'prefill'
     layout : Layout
@@ -1179,8 +1179,22 @@ def max_batch(model, capacity, context, prec=None, overhead=0.0, phase="decode",
     -------
     >>> int(pm.max_batch(pm.load_model("llama-2-13b"), 80e9, 1024))
     64
+    >>> int(pm.max_batch("llama-2-13b", "h100-sxm", 1024))
+    64
     """
-    return _engine.max_batch(model, capacity, context, prec, overhead, phase, layout)
+    from .ops import Precision as _Precision
+    from .specs import Hardware as _Hardware, Model as _Model
+
+    m = model if isinstance(model, _Model) else load_model(model)
+    if isinstance(capacity, _Hardware):
+        capacity = capacity.memory_capacity
+    elif isinstance(capacity, str):
+        text = capacity.strip()
+        capacity = (parse_quantity(text, "bytes") if text[:1].isdigit() or text[:1] == "."
+                    else load_hardware(text).memory_capacity)
+    if isinstance(prec, str):
+        prec = _Precision(prec)
+    return _engine.max_batch(m, capacity, context, prec, overhead, phase, layout)
 
 
 def parse_quantity(text, dimension, allow_zero=False) -> float:

@@ -625,7 +625,11 @@ def check_sets(sets: dict | None) -> None:
     for k in sets or {}:
         head = k.split(".")[0]
         if head not in HARDWARE_FIELDS and head not in MODEL_FIELDS and head != "impl":
-            raise SpecError("--set", k, "unknown field; model fields: " + ", ".join(sorted(MODEL_FIELDS))
+            import difflib
+
+            near = difflib.get_close_matches(head, sorted(HARDWARE_FIELDS | MODEL_FIELDS), n=1, cutoff=0.75)
+            hint = f"did you mean {near[0]}{k[len(head):]}? " if near else ""  # the same typo hint as in a YAML file
+            raise SpecError("--set", k, f"unknown field; {hint}model fields: " + ", ".join(sorted(MODEL_FIELDS))
                             + "; hardware fields: " + ", ".join(sorted(HARDWARE_FIELDS))
                             + "; implementation profile fields: impl.<field>")
 

@@ -71,6 +71,11 @@ def link_of(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, str
     ICI) while its span fits in one node of devices_per_node, and uses the network beyond that.
     """
     span = {"tp": layout.tp, "ep": layout.tp * layout.ep, "pp": layout.tp * layout.ep * layout.pp}[group]
+    if span > 1 and not hw.devices_per_node and not hw.network_bandwidth:  # name what is missing first
+        raise SpecError(hw.key or hw.name, "devices_per_node", f"is missing: a {group} group of {span} devices needs "
+                                                               "devices_per_node and link_bandwidth (devices in one "
+                                                               "node and their link), or network_bandwidth; add "
+                                                               "them to the hardware spec")
     if span <= (hw.devices_per_node or 1):
         bw, lat, name = hw.link_bandwidth, hw.link_latency, "link"
     else:

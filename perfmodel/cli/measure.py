@@ -213,8 +213,8 @@ def _published(cases, category, plot, fmt, summary_only=False) -> None:
         _out(render(summ if summary_only else table, "csv"))
         return
 
-    def value(metric, v):
-        return fmt_time(v) if metric.endswith("_s") else f"{v:.4g}"
+    def value(metric, v):  # a time (ttft_s, tpot_s) or a rate (tokens_per_s...: tokens per second)
+        return f"{v:.4g} tok/s" if METRICS[metric][0] else fmt_time(v)
 
     shown = {"case": table["case"], "impl": table["impl"], "metric": table["metric"],
              "measured": [value(m, v) for m, v in zip(table["metric"], table["measured"])],

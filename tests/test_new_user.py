@@ -1,0 +1,44 @@
+"""Defects a new user met in the first hour (issue 25), each pinned by the test that would have caught it."""
+import dataclasses
+import re
+
+import pytest
+
+import perfmodel as pm
+from perfmodel import engine
+from perfmodel.cli import main
+from perfmodel.ops import Layout
+from perfmodel.specs import load_hardware, load_model
+
+
+def test_validate_published_shows_rates_in_tokens_per_second_and_times_in_seconds(capsys):
+    assert main(["validate", "--published", "--category", "ttft-prefill"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if not ln.startswith("#") and ("throughput_tokens_per_s" in ln or "prefill_tokens_per_s" in ln)]
+    ttft = [ln for ln in out.splitlines() if " ttft_s " in ln]
+    assert rows and ttft
+    # a rate was printed as a time ('9922 s'); every rate is now in tok/s, every time in s or ms
+    assert all(re.search(r"\d s\b", ln) is None and ln.count("tok/s") == 3 for ln in rows)
+    assert all("tok/s" not in ln and re.search(r"\d (ms|s)\b", ln) for ln in ttft)
+
+
+def test_a_set_typo_gets_the_same_did_you_mean_as_in_a_yaml_file(capsys):
+    assert main(["decode", "--set", "n_kv_head=4"]) == 2
+    assert "did you mean n_kv_heads?" in capsys.readouterr().err
+    assert main(["decode", "--set", "memory_bandwith=1 TB/s"]) == 2
+    assert "did you mean memory_bandwidth?" in capsys.readouterr().err
+
+
+def test_max_batch_takes_names_quantities_and_devices_as_well_as_objects():
+    by_obj = pm.max_batch(load_model("llama-2-13b"), load_hardware("h100-sxm").memory_capacity, 1024)
+    assert pm.max_batch("llama-2-13b", "h100-sxm", 1024) == by_obj == pm.max_batch("llama-2-13b", "80 GB", 1024)
+    assert pm.max_batch("llama-2-13b", load_hardware("h100-sxm"), 1024) == by_obj
+    assert pm.max_batch("llama-3.1-8b", "h100-sxm", 4096, "fp8") > pm.max_batch("llama-3.1-8b", "h100-sxm", 4096)
+    with pytest.raises(pm.SpecError, match="did you mean"):
+        pm.max_batch("llama-2-13", "h100-sxm", 1024)
+
+
+def test_a_multi_device_layout_on_a_spec_without_node_fields_names_devices_per_node():
+    hw = dataclasses.replace(load_hardware("h100-sxm"), devices_per_node=None, network_bandwidth=None)
+    with pytest.raises(pm.SpecError, match="devices_per_node: is missing"):
+        engine.evaluate(load_model("llama-3.1-8b"), hw, 8.0, 1024.0, layout=Layout(tp=2))
