@@ -150,14 +150,17 @@ def economics(cols: dict, hw: Hardware, devices: float, price=None, energy: bool
     bandwidth rarely draws its whole TDP.
     """
     thr = cols["throughput_tok_s"]
+    # a configuration that does not fit has no cost or energy: NaN (printed '-'), not the number of a run that
+    # cannot happen
+    fits = np.asarray(cols.get("fits", True), bool)
     if price is not None or hw.price_per_hour:
         rate = _quantity(price, "--price", "USD/h") if price is not None else hw.price_per_hour
-        cols["cost_per_million_tokens"] = rate * devices / 3600.0 / thr * 1e6
+        cols["cost_per_million_tokens"] = np.where(fits, rate * devices / 3600.0 / thr * 1e6, np.nan)
     if energy:
         watts = hw.power or hw.tdp
         if not watts:
             raise SpecError(hw.key or hw.name, "tdp", "energy needs a tdp or a measured power in the hardware spec")
-        cols["energy_per_token_j"] = watts * devices / thr
+        cols["energy_per_token_j"] = np.where(fits, watts * devices / thr, np.nan)
     return cols
 
 

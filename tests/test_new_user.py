@@ -42,3 +42,10 @@ def test_a_multi_device_layout_on_a_spec_without_node_fields_names_devices_per_n
     hw = dataclasses.replace(load_hardware("h100-sxm"), devices_per_node=None, network_bandwidth=None)
     with pytest.raises(pm.SpecError, match="devices_per_node: is missing"):
         engine.evaluate(load_model("llama-3.1-8b"), hw, 8.0, 1024.0, layout=Layout(tp=2))
+
+
+def test_cost_and_energy_are_given_only_for_rows_that_fit():
+    t = pm.decode("llama-2-13b", "h100-sxm", batch=[64, 256], context=1024, price="2/h", energy=True)
+    assert bool(t.fits[0]) and not bool(t.fits[1])
+    assert t.cost_per_million_tokens[0] == pytest.approx(2.0 / 3600 / t.throughput_tok_s[0] * 1e6)
+    assert t.cost_per_million_tokens.isna()[1] and t.energy_per_token_j.isna()[1]
