@@ -1369,3 +1369,35 @@ __all__ = ["point", "decode", "prefill", "request", "intensity", "kv", "budget",
            "config_to_spec", "build_ops", "param_count", "evaluate", "per_sequence", "max_batch", "parse_quantity",
            "make_traffic", "simulate", "serve_runs", "Model", "Hardware", "Precision", "Layout", "Op", "SpecError",
            "ContextWarning", "DataWarning", "SAVED_RUN", "COUNT_COLUMNS"]
+
+
+def _python_names(fn):
+    """An error about an argument names the argument as the caller wrote it: `weights_dtype=`, not the CLI's
+    `--weights-dtype` (the engine's checks are shared with the CLI, which names its flags)."""
+    import functools
+    import inspect
+
+    params = set(inspect.signature(fn).parameters)
+    alias = {"set": "sets", "impl": "impl"}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SpecError as e:
+            where = str(e.where)
+            if not where.startswith("-"):
+                raise
+            names = [alias.get(x, x) for x in (p.strip().lstrip("-").replace("-", "_") for p in where.split("/"))]
+            if not names or not all(n in params for n in names):
+                raise
+            raise SpecError("/".join(f"{n}=" for n in names), e.field, e.problem) from None
+
+    return wrapper
+
+
+for _name in ("point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "compare", "weights",
+              "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "published_validation",
+              "serving_validation"):
+    globals()[_name] = _python_names(globals()[_name])
+del _name

@@ -82,8 +82,10 @@ def link_of(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, str
         bw, lat, name = hw.network_bandwidth, hw.network_latency, "network"
     if not bw:
         what = "link_bandwidth" if name == "link" else "network_bandwidth"
+        fix = ("add it to the hardware spec" if name == "link" else
+               f"add it to the hardware spec, or, for {span} devices in one box, --set devices_per_node={span}")
         raise SpecError(hw.key or hw.name, what, f"is needed for a {group} group of {span} devices "
-                                                 f"(devices_per_node={hw.devices_per_node or 1}); add it to the hardware spec")
+                                                 f"(devices_per_node={hw.devices_per_node or 1}); {fix}")
     return bw, lat or 0.0, name
 
 

@@ -95,7 +95,7 @@ def test_settings_that_cannot_be_computed_say_why_in_one_line_and_keep_the_last_
     ex.set(model="qwen2.5-0.5b", tp=1, context=1024)
     image = ex.latency_image.value
     ex.controls["tp"].value = 4
-    assert ex.error == "--tp: qwen2.5-0.5b has 14 query heads, not divisible by tp=4"
+    assert ex.error == "tp=: qwen2.5-0.5b has 14 query heads, not divisible by tp=4"
     assert "cannot compute" in ex.status.value and ex.latency_image.value == image
     ex.controls["tp"].value = 2
     assert ex.error is None

@@ -49,3 +49,19 @@ def test_cost_and_energy_are_given_only_for_rows_that_fit():
     assert bool(t.fits[0]) and not bool(t.fits[1])
     assert t.cost_per_million_tokens[0] == pytest.approx(2.0 / 3600 / t.throughput_tok_s[0] * 1e6)
     assert t.cost_per_million_tokens.isna()[1] and t.energy_per_token_j.isna()[1]
+
+
+@pytest.mark.parametrize("extra", [[], ["--weights-dtype", "mxfp4"]])
+def test_gpt_oss_says_once_that_its_fp4_experts_have_no_measured_kernel_on_hopper(capsys, extra):
+    assert main(["decode", "-m", "gpt-oss-20b", "--mode", "achievable", *extra]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("no measured weight-only fp4 kernel") == 1
+    assert "stores experts in mxfp4" in out and "weights bf16" not in out
+
+
+def test_errors_from_python_name_the_argument_the_caller_used():
+    for kw, name in ((dict(weights_dtype="fp7"), "weights_dtype="), (dict(batch=0), "batch="),
+                     (dict(mode="fast"), "mode="), (dict(sets={"n_kv_head": 4}), "sets=")):
+        with pytest.raises(pm.SpecError) as e:
+            pm.decode(**kw)
+        assert str(e.value).startswith(name) and "--" not in str(e.value).split(":")[0]
