@@ -53,9 +53,14 @@ def test_kv_contract_and_multiple_models(capsys):
 
 
 def test_show_contract(capsys):
-    r = run_json(capsys, "show", "llama-2-13b")
-    assert r == [{"name": "llama-2-13b", "params": 13_015_864_320, "kv_bytes_per_token": 819_200,
-                  "weight_bytes": 26_031_728_640}]
+    (r,) = run_json(capsys, "show", "llama-2-13b")
+    assert list(r)[:4] == ["name", "params", "kv_bytes_per_token", "weight_bytes"]
+    assert {k: r[k] for k in list(r)[:4]} == {"name": "llama-2-13b", "params": 13_015_864_320,
+                                              "kv_bytes_per_token": 819_200, "weight_bytes": 26_031_728_640}
+    # then every field the table shows (it returned 4 fields where the table shows 21)
+    assert main(["show", "llama-2-13b"]) == 0
+    shown = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if ln.strip()]
+    assert set(shown) == set(r)
 
 
 def test_budget_answers_the_inverse_question(capsys):

@@ -24,9 +24,9 @@ def show(name: str = typer.Argument(..., help="A catalog name or YAML path (mode
          fmt: str = Fmt):
     """A spec with derived numbers: params, KV bytes per token, weight bytes (or ridge points)."""
     t = api.show(name, _sets(sets), weights_dtype, kv_dtype)
-    if _fmt(fmt) == "json":
-        cols = ["name", "params", "kv_bytes_per_token", "weight_bytes"] if "params" in t else None
-        _out(render({k: t[k] for k in (cols or t)}, fmt))
+    if _fmt(fmt) == "json":  # the contract's fields first, then every other field the table shows
+        first = ["name", "params", "kv_bytes_per_token", "weight_bytes"] if "params" in t else []
+        _out(render({k: t[k] for k in first + [k for k in t if k not in first]}, fmt))
     else:
         _out(render_vertical(t, fmt))
 
