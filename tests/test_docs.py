@@ -1,5 +1,6 @@
 """The README and docs show real output: every `$ perfmodel ...` example is re-run and compared."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,34 @@ def test_the_cli_reference_is_generated_from_the_app_and_current():
     p = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_cli_reference.py"), "--check"], capture_output=True,
                        text=True)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+def test_the_docs_count_the_notebooks_there_are():
+    n = len(list((ROOT / "notebooks").glob("*.ipynb")))
+    text = " ".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    said = re.findall(r"\b(two|three|four|five|six|seven|eight|nine|\d+) notebooks\b", text)
+    assert said, "the README says how many notebooks there are"
+    assert all(w in (_WORDS.get(n), str(n)) for w in said), (said, n)
+
+
+def test_every_measure_quick_time_in_the_docs_is_the_saved_runs():
+    """Three docs gave three times for `measure --quick` (a minute, ~65 s, two minutes): each now quotes the saved
+    run's own measuring time, read from its results.json."""
+    import json
+
+    wall = json.loads((ROOT / "perfmodel/measure/data/cpu-quick/results.json").read_text())["meta"]["schedule"]["wall_s"]
+    lines = [ln for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "perfmodel/cli/measure.py"]
+             for ln in p.read_text().splitlines() if "--quick" in ln and re.search(r"\d+\s*(s|min|minutes?)\b|minute", ln)]
+    assert lines
+    for ln in lines:
+        times = re.findall(r"(\d+(?:\.\d+)?)\s*s of measuring", ln)
+        assert times and all(round(float(t)) == round(wall) for t in times), ln
+
+
+def test_the_readme_states_no_test_suite_duration():
+    """'the tests take about 50 s' drifted from every run; durations live in bench/ and docs/speed.md."""
+    text = (ROOT / "README.md").read_text()
+    assert not re.search(r"suite is about \d+ s|tests take about \d+", text)

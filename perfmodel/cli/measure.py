@@ -40,7 +40,7 @@ def _round(r: int, total: int, seconds: float) -> None:
 
 @app.command()
 def measure(device: str = typer.Option("auto", "--device", metavar="<cuda|cpu|auto>", help="cuda, cpu, or auto (CUDA when present)."),
-            quick: bool = typer.Option(False, "--quick", help="Fewer, smaller cases (about two minutes on 2 CPU cores)."),
+            quick: bool = typer.Option(False, "--quick", help="Fewer, smaller cases (68 s of measuring on an idle 2-core machine, the saved run; longer under load)."),
             out: str = typer.Option("perfmodel-measurements", "--out", metavar="<folder>", help="Folder for results and measured.yaml."),
             like: Optional[str] = typer.Option(None, "--like", metavar="<name>", help="Datasheet spec to report efficiency factors against, e.g. h100-sxm.")):
     """Time microbenchmarks, write the results and a calibrated hardware YAML for this machine."""
