@@ -24,17 +24,19 @@ Table = dict
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-2-13b", "h100-sxm"
 
 
-def _names(x) -> list:
+def _names(x, opt: str = "a name list") -> list:
     if isinstance(x, (Model, Hardware)):
         return [x]
     if isinstance(x, str):
-        return [s.strip() for s in x.split(",") if s.strip()]
+        from .fields import split_list
+
+        return split_list(x, opt) if x.strip().strip(",") else []
     return list(x)
 
 
 def _required(x, opt: str) -> list:
     """The names in a -m/-H value; an empty list ('' or ',') is an error, not an empty result."""
-    names = _names(x)
+    names = _names(x, opt)
     if not names:
         raise SpecError(opt, None, f"needs at least one name, got {x!r}")
     return names
@@ -86,7 +88,9 @@ def _positive(values, name, integer=True) -> np.ndarray:
 
     try:
         if isinstance(values, str):  # "1,8,64" or "4k,128Ki", as the CLI takes them
-            values = [parse_count(x) for x in values.split(",") if x.strip()]
+            from .fields import split_list
+
+            values = [parse_count(x) for x in split_list(values, name)]
         elif isinstance(values, (list, tuple)) and any(isinstance(x, str) for x in values):
             values = [parse_count(x) for x in values]
         a = np.atleast_1d(np.asarray(values, dtype=np.float64))
@@ -142,6 +146,32 @@ def _layout_cols(r: dict, lay: Layout) -> dict:
             "devices": float(lay.devices), "comm_time_s": r["comm_time_s"]}
 
 
+def _scalar(x):
+    """A 0-d result as a Python float (a summary's field), an array as it is (a table's column)."""
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def prices_for(price, hws: list) -> list:
+    """--price as every command takes it: one value for every hardware, or one per hardware in -H order
+    ('2.49/h,3.5/h'). An empty entry is an error, not dropped (',2/h' would price the second device as the
+    first). Each is checked before any work."""
+    if price is None:
+        return [None] * len(hws)
+    if isinstance(price, str):
+        from .fields import split_list
+
+        parts = split_list(price, "--price")
+    else:
+        parts = list(np.atleast_1d(price))
+    if len(parts) == 1:
+        parts = parts * len(hws)
+    if len(parts) != len(hws):
+        raise SpecError("--price", None, f"give one price, or one per hardware ({len(hws)}), got {len(parts)}")
+    for p in parts:
+        _quantity(p, "--price", "USD/h")  # a bad price is one line before any work
+    return parts
+
+
 def economics(cols: dict, hw: Hardware, devices: float, price=None, energy: bool = False) -> dict:
     """Cost per million generated tokens and energy per token at the computed throughput.
 
@@ -155,12 +185,12 @@ def economics(cols: dict, hw: Hardware, devices: float, price=None, energy: bool
     fits = np.asarray(cols.get("fits", True), bool)
     if price is not None or hw.price_per_hour:
         rate = _quantity(price, "--price", "USD/h") if price is not None else hw.price_per_hour
-        cols["cost_per_million_tokens"] = np.where(fits, rate * devices / 3600.0 / thr * 1e6, np.nan)
+        cols["cost_per_million_tokens"] = _scalar(np.where(fits, rate * devices / 3600.0 / thr * 1e6, np.nan))
     if energy:
         watts = hw.power or hw.tdp
         if not watts:
             raise SpecError(hw.key or hw.name, "tdp", "energy needs a tdp or a measured power in the hardware spec")
-        cols["energy_per_token_j"] = np.where(fits, watts * devices / thr, np.nan)
+        cols["energy_per_token_j"] = _scalar(np.where(fits, watts * devices / thr, np.nan))
     return cols
 
 
@@ -198,10 +228,11 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
         raise SpecError("--batch/--context", None, f"{B.size:,} x {S.size:,} points; at most {MAX_POINTS:,} per query "
                                                     "(perfmodel sweep -o FILE streams bigger grids)")
     models, hws = specs(model, hardware, sets)
+    prices = prices_for(price, hws)
     out = []
     for m in models:
         _warn_context(m, S)
-        for hw in hws:
+        for hw, pr in zip(hws, prices):
             r = engine.evaluate(m, hw, B, S, phase, mode, prec, attention, layout=lay, impl=impl)
             cols = {k: r[k] for k in PHASE_COLUMNS + list(extra)}
             cols.update(mode_cols(mode, impl))
@@ -209,7 +240,7 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
                 cols["measured_share"] = r["measured_share"]
             if lay is not None and lay != Layout():
                 cols.update(_layout_cols(r, lay))
-            out.append(_flat(economics(cols, hw, (lay or Layout()).devices, price, energy)))
+            out.append(_flat(economics(cols, hw, (lay or Layout()).devices, pr, energy)))
     return concat(out)
 
 
@@ -287,17 +318,18 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
                                              "decode evaluations per request")
     lay = layout(tp, pp, ep, replicas, microbatches)
     models, hws = specs(model, hardware, sets)
+    prices = prices_for(price, hws)
     out = []
     for m in models:
         _warn_context(m, P + G[0], "--prompt + --generate")
-        for hw in hws:
+        for hw, pr in zip(hws, prices):
             r = engine.request(m, hw, B, P, int(G[0]), mode, prec, attention, layout=lay, impl=impl)
             r["context"] = r["prompt"] + G[0]
             cols = {k: r[k] for k in PHASE_COLUMNS + ["prompt", "generate", "ttft_s", "decode_s"]}
             cols.update(mode_cols(mode, impl))
             if lay != Layout():
                 cols.update(_layout_cols(r, lay))
-            out.append(_flat(economics(cols, hw, lay.devices, price, energy)))
+            out.append(_flat(economics(cols, hw, lay.devices, pr, energy)))
     return concat(out)
 
 

@@ -70,3 +70,12 @@ def _qty(raw, where, fld, dim, default_source):
         return parse_quantity(raw, dim, allow_zero=fld in ("kernel_overhead", "link_latency", "network_latency")), str(src)
     except ValueError as e:
         raise SpecError(where, fld, str(e)) from None
+
+
+def split_list(text, opt: str) -> list[str]:
+    """A comma list as the CLI takes it: '1,8,64', 'h100-sxm,h200'. An empty entry ('1,,8', ',2/h', 'a,') is an
+    error naming the option, never dropped: dropping one would shift the others onto the wrong item."""
+    items = [x.strip() for x in str(text).split(",")]
+    if any(not x for x in items):
+        raise SpecError(opt, None, f"an empty entry in {str(text)!r} (a comma list has one value between commas)")
+    return items

@@ -48,9 +48,11 @@ def parse_axis(text, name: str, integer: bool = True, limit: int = MAX_ROWS) -> 
     if not isinstance(text, str):
         a = np.atleast_1d(np.asarray(text, dtype=np.float64))
     else:
-        parts, vals, n = [p for p in text.split(",") if p.strip()], [], 0
-        if not parts:
+        if not text.strip():
             raise SpecError(name, None, "needs at least one value")
+        from .fields import split_list
+
+        parts, vals, n = split_list(text, name), [], 0
         for p in parts:
             m = _AXIS.match(p)
             try:

@@ -65,3 +65,24 @@ def test_errors_from_python_name_the_argument_the_caller_used():
         with pytest.raises(pm.SpecError) as e:
             pm.decode(**kw)
         assert str(e.value).startswith(name) and "--" not in str(e.value).split(":")[0]
+
+
+@pytest.mark.parametrize("argv, opt", [(["decode", "--batch", "1,,8"], "--batch"),
+                                       (["decode", "-H", "h100-sxm,"], "--hardware"),
+                                       (["decode", "-H", "h100-sxm,h200", "--price", ",2/h"], "--price"),
+                                       (["sweep", "--batch", "1,,2", "--context", "128"], "--batch")])
+def test_an_empty_list_entry_is_an_error_naming_the_option_never_dropped(capsys, argv, opt):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"perfmodel: error: {opt}: an empty entry") and len(err.splitlines()) == 1
+
+
+def test_price_takes_one_value_per_hardware_in_every_command_that_takes_several():
+    t = pm.decode("llama-2-13b", "h100-sxm,h200", batch=8, context=1024, price="2/h,3.5/h")
+    for i, p in enumerate((2.0, 3.5)):
+        assert t.cost_per_million_tokens[i] == pytest.approx(p / 3600 / t.throughput_tok_s[i] * 1e6)
+    r = pm.request("llama-2-13b", "h100-sxm,h200", price="2/h,3.5/h")
+    assert r.cost_per_million_tokens[1] / r.cost_per_million_tokens[0] == pytest.approx(
+        3.5 / 2 * r.throughput_tok_s[0] / r.throughput_tok_s[1])
+    with pytest.raises(pm.SpecError, match="one per hardware"):
+        pm.decode("llama-2-13b", "h100-sxm,h200,b200", price="2/h,3/h")

@@ -73,8 +73,11 @@ def _ints(text: str, opt: str) -> list[float]:
     """A comma list of counts: 1,8,64 or 4k,32k,128Ki (units.parse_count)."""
     from ..units import parse_count
 
+    from ..fields import split_list
+
+    items = split_list(text, opt)
     try:
-        vals = [parse_count(x) for x in str(text).split(",") if x.strip()]
+        vals = [parse_count(x) for x in items]
     except ValueError:
         raise SpecError(opt, None, f"expected comma-separated numbers (4096, 128k = 128,000, 128Ki = 131,072), "
                                    f"got {text!r}") from None

@@ -178,18 +178,9 @@ def closed(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, co
 
 
 def _price_for(price, hws: list) -> list:
-    if price is None:
-        return [None] * len(hws)
-    parts = [p.strip() for p in str(price).split(",") if p.strip()] if isinstance(price, str) else list(np.atleast_1d(price))
-    if len(parts) == 1:
-        parts = parts * len(hws)
-    if len(parts) != len(hws):
-        raise SpecError("--price", None, f"give one price per hardware ({len(hws)}), got {len(parts)}")
-    from ..api import _quantity
+    from ..api import prices_for
 
-    for p in parts:
-        _quantity(p, "--price", "USD/h")  # a bad price is one line before any work
-    return parts
+    return prices_for(price, hws)
 
 
 def layouts_for(model, hw, gpus, tp, pp, ep, replicas) -> tuple[list, int]:
