@@ -86,3 +86,8 @@ def test_price_takes_one_value_per_hardware_in_every_command_that_takes_several(
         3.5 / 2 * r.throughput_tok_s[0] / r.throughput_tok_s[1])
     with pytest.raises(pm.SpecError, match="one per hardware"):
         pm.decode("llama-2-13b", "h100-sxm,h200,b200", price="2/h,3/h")
+
+
+def test_kv_memory_of_one_token_outputs_is_a_result_not_a_division_by_zero():
+    t = pm.kv_memory("llama-2-13b", "l40s", requests=16, prompt_len=128, output_len=1)
+    assert len(t) == 3 and (t.requests == 16).all() and (t.throughput_tok_s > 0).all()

@@ -61,7 +61,7 @@ def _cell(col: str, v) -> str:
     if col in ("mean_running", "mean_sequences") and _is_num(v):
         return f"{v:.1f}"
     if col == "utilization" and _is_num(v):
-        return f"{100 * v:.1f}%"
+        return f"{100 * v:.1f}%" if v == v else "-"  # NaN: nothing was held
     return _human(col, v)
 
 

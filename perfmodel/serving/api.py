@@ -236,7 +236,9 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
                      "peak_sequences": s["peak_running"], "mean_sequences": s["mean_running"],
                      "kv_capacity_bytes": s["kv_capacity_bytes"], "peak_reserved_bytes": s["peak_kv_reserved_bytes"],
                      "mean_used_bytes": s["mean_kv_used_bytes"], "mean_reserved_bytes": s["mean_kv_reserved_bytes"],
-                     "utilization": s["mean_kv_used_bytes"] / s["mean_kv_reserved_bytes"],
+                     # nothing held between iterations (every request done at its prefill, --output-len 1): undefined
+                     "utilization": (s["mean_kv_used_bytes"] / s["mean_kv_reserved_bytes"]
+                                     if s["mean_kv_reserved_bytes"] > 0 else math.nan),
                      "mean_internal_bytes": s["mean_kv_internal_bytes"], "mean_future_bytes": s["mean_kv_future_bytes"],
                      "mean_external_bytes": s["mean_kv_external_bytes"], "mean_saved_bytes": s["mean_kv_saved_bytes"],
                      "preemptions": s["preemptions"], "throughput_tok_s": s["throughput_tok_s"],
