@@ -159,7 +159,7 @@ def _time(raw, where, fld, default_src=None) -> tuple[float, str]:
 def _per_dtype(raw, where, fld, sources) -> dict:
     if not isinstance(raw, dict) or not raw:
         raise SpecError(where, fld, "must be a mapping dtype: {value: fraction, source: ...}, e.g. bf16: ...")
-    from .specs import PEAK_KEYS  # noqa: PLC0415  (specs imports this module at top level)
+    from .fields import PEAK_KEYS
 
     _check_keys(raw, PEAK_KEYS, where, f"{fld}.")
     out = {}

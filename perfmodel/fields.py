@@ -79,3 +79,9 @@ def split_list(text, opt: str) -> list[str]:
     if any(not x for x in items):
         raise SpecError(opt, None, f"an empty entry in {str(text)!r} (a comma list has one value between commas)")
     return items
+
+
+# the peak_flops keys of a hardware spec (and of achievable.gemm_efficiency / attention_compute). fp16_acc16: the
+# FP16 tensor rate with FP16 accumulate, where a part runs it faster than with FP32 accumulate (GeForce: twice);
+# `fp16` is always the FP32-accumulate rate (what PyTorch and cuBLAS use by default)
+PEAK_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp16_acc16")

@@ -878,10 +878,10 @@ def validation(results, hardware=None, title=None):
     if isinstance(results, dict) and "predicted_s" in results:
         table, device = results, ""
     else:
-        from .measure import _resolve
+        from .measure.suite import resolve
         from .measure.validate import validate
 
-        data, hw = _resolve(results, hardware)
+        data, hw = resolve(results, hardware)
         table, device = validate(data, hw), data["meta"].get("device", "")
     if not len(table["family"]):
         raise SpecError("--results", None, "no validation cases (sweep, attention, decode) in these results")
@@ -1150,3 +1150,11 @@ def serving_validation(points):
                  "achievable: an estimate")
     fig.tight_layout()
     return fig
+
+
+def save_validation(table: dict, path: str, title: str = "") -> None:
+    """Write the predicted-vs-measured figure of a validation table to path (.png, .svg or .pdf): the figure of
+    `perfmodel plot validation` (validation(): the +-10% band and a residual panel), for `validate --plot`."""
+    if not str(path).lower().endswith((".png", ".svg", ".pdf")):
+        raise SpecError("--plot", None, f"write .png, .svg or .pdf, got {str(path)!r}")
+    save(validation(table, title=title), path)  # the figure is not pyplot's (plots._Figures): nothing to close

@@ -19,7 +19,7 @@ from .efficiency import Achievable, Impl, achievable_from_dict, impl_from_dict, 
 from .errors import SpecError
 from .formats import get_format
 from .yamlio import safe_yaml  # noqa: F401  (re-exported: the CLI reads --set values with it)
-from .fields import _bool, _check_keys, _choice, _int, _need, _qty, _str
+from .fields import PEAK_KEYS, _bool, _check_keys, _choice, _int, _need, _qty, _str  # noqa: F401 (PEAK_KEYS re-exported)
 
 PKG = Path(__file__).resolve().parent
 
@@ -157,9 +157,6 @@ def apply_overrides(data: dict, sets: dict, where: str) -> dict:
 
 
 # ---------------------------------------------------------------- hardware
-# fp16_acc16: the FP16 tensor rate with FP16 accumulate, where a part runs it faster than with FP32 accumulate
-# (GeForce: twice); `fp16` is always the FP32-accumulate rate (what PyTorch and cuBLAS use by default)
-PEAK_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp16_acc16")
 _HW_QTY = {"memory_capacity": "bytes", "memory_bandwidth": "bytes/s", "interconnect_bandwidth": "bytes/s",
            "l2_cache": "bytes", "tdp": "W", "kernel_overhead": "s",
            # multi-device serving (docs/parallelism.md): alpha-beta costs of the scale-up link and the network

@@ -137,7 +137,7 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
     if results is None:
         raise SpecError("validate", None, "needs a results folder from `perfmodel measure`, or --published")
     from ..measure import suite
-    from ..measure.validate import as_json, by_family, op_breakdown, plot as draw, validate as run, without
+    from ..measure.validate import as_json, by_family, op_breakdown, validate as run, without
     from ..report import render
     from ..specs import load_hardware
 
@@ -160,7 +160,9 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
     if not table["case"]:
         raise SpecError(results, None, "no validation cases (sweep, attention, decode) in these results")
     if plot:
-        draw(table, plot, f"{data['meta'].get('device', '')}: perfmodel vs measured")
+        from ..plots import save_validation
+
+        save_validation(table, plot, f"{data['meta'].get('device', '')}: perfmodel vs measured")
     if fmt == "json":
         _out(json.dumps(as_json(table), indent=1))
         return

@@ -12,25 +12,8 @@ backends; cuda imports torch lazily), suite (sizes, running, files), calibrate, 
 from __future__ import annotations
 
 from .calibrate import calibrate
-from .suite import load, run_suite, write
+from .suite import load, resolve as _resolve, run_suite, write
 from .validate import as_json, by_family, validate
-
-
-def _resolve(results, hardware):
-    """A results dict (or the folder / results.json it came from) and the spec to predict with
-    (default: the measured.yaml beside the results)."""
-    from pathlib import Path
-
-    from ..errors import SpecError
-    from ..specs import load_hardware
-
-    data = results if isinstance(results, dict) else load(results)
-    if hardware is None:
-        if isinstance(results, dict):
-            raise SpecError("hardware", None, "pass the spec to predict with (e.g. the measured.yaml)")
-        p = Path(results)
-        hardware = str((p if p.is_dir() else p.parent) / "measured.yaml")
-    return data, load_hardware(hardware)
 
 
 def validation(results, hardware=None, overhead: bool = True, passes: bool = True, kv: bool = True) -> dict:

@@ -427,3 +427,18 @@ def busy() -> str | None:
     if load and load[0] > 0.5 * cores:
         return f"load average {load[0]:.2f} on {cores} cores"
     return None
+
+
+def resolve(results, hardware):
+    """A results dict (or the folder / results.json it came from) and the spec to predict with
+    (default: the measured.yaml beside the results)."""
+    from ..errors import SpecError
+    from ..specs import load_hardware
+
+    data = results if isinstance(results, dict) else load(results)
+    if hardware is None:
+        if isinstance(results, dict):
+            raise SpecError("hardware", None, "pass the spec to predict with (e.g. the measured.yaml)")
+        p = Path(results)
+        hardware = str((p if p.is_dir() else p.parent) / "measured.yaml")
+    return data, load_hardware(hardware)

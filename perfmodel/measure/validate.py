@@ -88,22 +88,10 @@ def op_breakdown(results: dict, hw: Hardware, case: str) -> dict:
     return {"op": names, "measured_s": meas, "predicted_s": p, "ratio": meas / p}
 
 
-def plot(table: dict, path: str, title: str = "") -> None:
-    """Write the predicted-vs-measured figure of `table` to path (.png, .svg or .pdf): the same figure
-    as `perfmodel plot validation` (perfmodel.plots.validation: the +-10% band and a residual panel)."""
-    from .. import plots
-    from ..errors import SpecError
-
-    if not str(path).lower().endswith((".png", ".svg", ".pdf")):
-        raise SpecError("--plot", None, f"write .png, .svg or .pdf, got {str(path)!r}")
-    fig = plots.validation(table, title=title)
-    plots.save(fig, path)  # the figure is not pyplot's (plots._Figures): nothing to close
-
-
 def load_report(results, hardware=None, overhead: bool = True, passes: bool = True) -> dict:
     """`as_json` of a results folder (or results.json) predicted on its measured.yaml (or `hardware`),
     plus the measured device's name: what `perfmodel plot validation --results` draws."""
-    from . import _resolve
+    from .suite import resolve
 
-    data, hw = _resolve(results, hardware)
+    data, hw = resolve(results, hardware)
     return {**as_json(validate(data, hw, overhead, passes)), "device": data["meta"].get("device", "")}
