@@ -95,8 +95,11 @@ def test_the_namespace_functions_take_exactly_the_parameters_of_what_they_call(m
 
 
 def test_the_docstring_examples_run():
-    r = doctest.testmod(pm, extraglobs={"pm": pm}, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert r.attempted > 40 and r.failed == 0
+    from perfmodel import frames  # the public layer: __init__ re-exports it
+
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    runs = [doctest.testmod(mod, extraglobs={"pm": pm}, optionflags=flags) for mod in (pm, frames)]
+    assert sum(r.attempted for r in runs) > 40 and all(r.failed == 0 for r in runs)
 
 
 def test_the_module_docstring_says_what_returns_a_dataframe_and_what_does_not():
