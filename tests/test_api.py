@@ -95,10 +95,11 @@ def test_the_namespace_functions_take_exactly_the_parameters_of_what_they_call(m
 
 
 def test_the_docstring_examples_run():
-    from perfmodel import frames  # the public layer: __init__ re-exports it
+    from perfmodel.frames import base, objects, queries, runs as runs_  # the public layer: __init__ re-exports it
 
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-    runs = [doctest.testmod(mod, extraglobs={"pm": pm}, optionflags=flags) for mod in (pm, frames)]
+    runs = [doctest.testmod(mod, extraglobs={"pm": pm}, optionflags=flags)
+            for mod in (pm, base, queries, runs_, objects)]
     assert sum(r.attempted for r in runs) > 40 and all(r.failed == 0 for r in runs)
 
 

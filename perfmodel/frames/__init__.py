@@ -1,0 +1,88 @@
+"""The public DataFrame layer: every query of the API as a pandas DataFrame (or a dict / object where said), with
+integer counts and a human-units view. perfmodel/__init__.py re-exports all of it: `perfmodel.decode` is
+`perfmodel.frames.decode`. One place to look for the API."""
+from __future__ import annotations
+
+import sys as _sys  # noqa: F401
+
+from .. import api as _api  # noqa: F401
+from .. import engine as _engine  # noqa: F401
+from .. import ops as _ops  # noqa: F401
+from .. import specs as _specs  # noqa: F401
+from .. import units as _units  # noqa: F401
+from ..errors import ContextWarning, DataWarning, SpecError  # noqa: F401
+from ..ops import Layout, Op, Precision  # noqa: F401
+from ..specs import Hardware, Model  # noqa: F401
+
+from .base import (  # noqa: F401  (DataFrames, integer counts, the shared parameter texts)
+    COUNT_COLUMNS,
+    _ACCESSOR,
+    _FMT,
+    _HW,
+    _IMPL,
+    _LAYOUT,
+    _MODE,
+    _MODEL,
+    _SETS,
+    _frame,
+    _register_accessor,
+    human,
+)
+from .queries import decode, point, prefill, request, intensity, kv, budget, show, list_specs, ridge, compare, formats, weights  # noqa: F401
+from .runs import speculative, plan, sweep, serve_sim, kv_memory, capacity, validation, published_validation, serving_validation, serving_validation_summary  # noqa: F401
+from .objects import load_model, load_hardware, catalog_names, config_to_spec, build_ops, param_count, evaluate, per_sequence, max_batch, parse_quantity, make_traffic, simulate, serve_runs, explore  # noqa: F401
+
+_PARAMS = {"_MODEL": _MODEL, "_HW": _HW, "_MODE": _MODE, "_IMPL": _IMPL, "_FMT": _FMT, "_SETS": _SETS, "_LAYOUT": _LAYOUT}
+for _f in (point, decode, prefill, request, intensity, kv, budget, show, compare, weights, speculative, plan, sweep, serve_sim,
+           kv_memory, capacity, load_model, load_hardware):
+    if _f.__doc__:  # None under python -OO
+        _f.__doc__ = _f.__doc__.format(**_PARAMS)  # the shared parameter descriptions, written once above
+del _f
+
+
+def _saved_run():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent.parent / "measure" / "data" / "cpu-quick"
+
+
+SAVED_RUN = _saved_run()  # the measured CPU run of docs/validation/cpu-quick, shipped inside the package
+
+__all__ = ["point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge", "compare",
+           "formats", "weights", "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "validation",
+           "published_validation", "serving_validation", "serving_validation_summary", "human", "explore", "load_model", "load_hardware", "catalog_names",
+           "config_to_spec", "build_ops", "param_count", "evaluate", "per_sequence", "max_batch", "parse_quantity",
+           "make_traffic", "simulate", "serve_runs", "Model", "Hardware", "Precision", "Layout", "Op", "SpecError",
+           "ContextWarning", "DataWarning", "SAVED_RUN", "COUNT_COLUMNS"]
+
+
+def _python_names(fn):
+    """An error about an argument names the argument as the caller wrote it: `weights_dtype=`, not the CLI's
+    `--weights-dtype` (the engine's checks are shared with the CLI, which names its flags)."""
+    import functools
+    import inspect
+
+    params = set(inspect.signature(fn).parameters)
+    alias = {"set": "sets", "impl": "impl"}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SpecError as e:
+            where = str(e.where)
+            if not where.startswith("-"):
+                raise
+            names = [alias.get(x, x) for x in (p.strip().lstrip("-").replace("-", "_") for p in where.split("/"))]
+            if not names or not all(n in params for n in names):
+                raise
+            raise SpecError("/".join(f"{n}=" for n in names), e.field, e.problem) from None
+
+    return wrapper
+
+
+for _name in ("point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "compare", "weights",
+              "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "published_validation",
+              "serving_validation"):
+    globals()[_name] = _python_names(globals()[_name])
+del _name
