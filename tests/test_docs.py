@@ -101,3 +101,13 @@ def test_the_readme_states_no_test_suite_duration():
     """'the tests take about 50 s' drifted from every run; durations live in bench/ and docs/speed.md."""
     text = (ROOT / "README.md").read_text()
     assert not re.search(r"suite is about \d+ s|tests take about \d+", text)
+
+
+def test_the_readme_lists_every_family_import_config_reads_and_no_other():
+    """The README's import list named 7 families while 22 architectures imported fine."""
+    from perfmodel.hf_import import FAMILIES
+
+    text = (ROOT / "README.md").read_text()
+    para = text[text.index("Configs of these families are imported"):text.index("the tests check the imported")]
+    named = set(re.findall(r"\b[A-Z][A-Za-z0-9]*(?:ForCausalLM|ForConditionalGeneration|LMHeadModel)\b", para))
+    assert named == set(FAMILIES)
