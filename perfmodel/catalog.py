@@ -49,7 +49,9 @@ def _near(ref: str, names: list[str], n: int = 4) -> list[str]:
 def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
     ref = str(ref)
     if ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref:
-        p = Path(ref).expanduser()
+        from .fileio import user_path
+
+        p = user_path(ref, ref[:80])
         if not p.is_absolute() and rel_to is not None and not p.exists():
             p = rel_to / p
         if not p.is_file():

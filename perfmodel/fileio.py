@@ -12,9 +12,29 @@ from pathlib import Path
 from .errors import SpecError
 
 
+def user_path(text, opt: str) -> Path:
+    """A path as a user typed it, ~ expanded, as one SpecError line naming the option when it cannot name a file:
+    a ~user that does not exist, a name over the file system's 255 bytes, a loop of links. A missing file is
+    left to the caller, which says what it needed."""
+    shown = f"{str(text)[:80]}..." if len(str(text)) > 80 else str(text)
+    said = "" if str(opt) in (str(text), str(text)[:80]) else f"{shown}: "  # the option is the path itself
+    try:
+        p = Path(text).expanduser()
+    except RuntimeError:  # ~nosuchuser/x
+        raise SpecError(opt, None, f"{said}no such user's home folder") from None
+    try:
+        os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:  # ENAMETOOLONG, ELOOP, ...
+        raise SpecError(opt, None, f"{said}{_why(e)}") from None
+    return p
+
+
 def check_writable(target, opt: str = "-o") -> Path:
-    """Refuse up front what can be known before writing: a missing folder, a folder, no permission."""
-    p = Path(target).expanduser()
+    """Refuse up front what can be known before writing: a missing folder, a folder, no permission, a name the
+    file system cannot hold (over 255 bytes), a ~user that does not exist."""
+    p = user_path(target, opt)
     folder = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise SpecError(opt, None, f"{target} is a folder; give a file name")

@@ -130,7 +130,9 @@ def read_config(path: str) -> dict:
     """The JSON object in `path`. Refuses NaN/Infinity literals, non-objects and absurd nesting."""
     from .yamlio import MAX_BYTES
 
-    p = Path(path).expanduser()
+    from .fileio import user_path
+
+    p = user_path(path, str(path)[:80])
     if not p.is_file():
         raise SpecError(path, None, "no such file")
     try:

@@ -529,7 +529,9 @@ def load(hw, engine: str | None, version: str | None, path: str | None = None) -
     AIConfigurator's collection for (engine, version). None where nothing is measured for this device,
     or the extra is not installed."""
     if path:
-        p = Path(path).expanduser()
+        from .fileio import user_path
+
+        p = user_path(path, "impl.kernel_tables")
         if p.is_dir():
             p = p / "results.csv"
         if not p.is_file():

@@ -91,3 +91,21 @@ def test_price_takes_one_value_per_hardware_in_every_command_that_takes_several(
 def test_kv_memory_of_one_token_outputs_is_a_result_not_a_division_by_zero():
     t = pm.kv_memory("llama-2-13b", "l40s", requests=16, prompt_len=128, output_len=1)
     assert len(t) == 3 and (t.requests == 16).all() and (t.throughput_tok_s > 0).all()
+
+
+LONG = "/tmp/" + "a" * 300
+
+
+@pytest.mark.parametrize("argv", [
+    ["decode", "-m", "~nosuchuser/m.yaml"], ["decode", "-m", LONG + ".yaml"], ["decode", "-H", "~nosuchuser/h.yaml"],
+    ["import-config", "~nosuchuser/config.json"], ["import-config", LONG + ".json"],
+    ["validate", "--serving", "--sample", "~nosuchuser/s.csv"], ["validate", "--serving", "--points", LONG + ".csv"],
+    ["decode", "--mode", "achievable", "--set", "impl.kernel_tables=~nosuchuser/r.csv"],
+    ["sweep", "-o", "~nosuchuser/x.csv"], ["sweep", "-o", LONG + ".csv"], ["plot", "roofline", "-o", "~nosuchuser/x.png"],
+    ["measure", "--out", "~nosuchuser/x"]])
+def test_a_path_that_cannot_name_a_file_is_one_line_not_a_traceback(capsys, argv):
+    """~nosuchuser/... raised RuntimeError and a name over 255 bytes OSError, as tracebacks (14 combinations)."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("perfmodel: error:") and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "home folder" in err or "too long" in err or "No such file" in err

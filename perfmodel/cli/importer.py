@@ -40,7 +40,9 @@ def import_config(path: str = typer.Argument(..., help="A Hugging Face config.js
     if output is None:
         _out(text.rstrip("\n"))
         return
-    dest = Path(output).expanduser()
+    from ..fileio import user_path
+
+    dest = user_path(output, "-o")
     if dest.exists() and not force:
         raise SpecError(output, None, "already exists; pass --force to overwrite it")
     if dest.suffix not in (".yaml", ".yml"):

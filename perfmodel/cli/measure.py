@@ -38,6 +38,21 @@ def _round(r: int, total: int, seconds: float) -> None:
     sys.stderr.flush()
 
 
+def _check_out(out: str) -> None:
+    """--out before minutes of measuring: a path that can name a folder, not a file, whose nearest existing
+    ancestor is a folder this user may write in (write() creates the rest)."""
+    import os
+
+    from ..fileio import user_path
+
+    folder = user_path(out, "--out")
+    if folder.exists() and not folder.is_dir():
+        raise SpecError("--out", None, f"{out} is a file; give a folder")
+    up = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("."))
+    if not up.is_dir() or not os.access(up, os.W_OK | os.X_OK):
+        raise SpecError("--out", None, f"cannot write in {up}: permission denied")
+
+
 @app.command()
 def measure(device: str = typer.Option("auto", "--device", metavar="<cuda|cpu|auto>", help="cuda, cpu, or auto (CUDA when present)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer, smaller cases (68 s of measuring on an idle 2-core machine, the saved run; longer under load)."),
@@ -52,6 +67,7 @@ def measure(device: str = typer.Option("auto", "--device", metavar="<cuda|cpu|au
     if device not in ("auto", "cuda", "cpu"):
         raise SpecError("--device", None, f"must be cuda, cpu or auto, got {device!r}")
     ref = load_hardware(like) if like else None  # a bad name fails before minutes of measuring
+    _check_out(out)  # and so does a folder the results could not be written to
     ok, why = cuda.available()
     if device == "cuda" and not ok:
         raise SpecError("--device cuda", None, f"{why}; use --device cpu to measure the CPU")

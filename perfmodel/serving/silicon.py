@@ -104,7 +104,9 @@ def load(path=None):
     """The silicon sample as a DataFrame (the shipped copy, or a CSV of the same columns). One line on a bad file."""
     import pandas as pd
 
-    p = Path(SAMPLE if path is None else path).expanduser()
+    from ..fileio import user_path
+
+    p = user_path(SAMPLE if path is None else path, "--sample")
     name = str(path) if path is not None else "silicon_sample.csv"
     try:
         size = p.stat().st_size
@@ -558,7 +560,9 @@ def load_points(path):
     """A per-point table written by `validate --serving -o` (to summarize or compare without simulating)."""
     import pandas as pd
 
-    p = Path(path).expanduser()
+    from ..fileio import user_path
+
+    p = user_path(path, "--points")
     try:
         size = p.stat().st_size
     except OSError as e:
@@ -586,7 +590,9 @@ def compare(points, peer_path) -> "pd.DataFrame":
     points both predicted, and per estimator median |error|, p90 |error|, bias and the share within +-25%."""
     import pandas as pd
 
-    p = Path(peer_path).expanduser()
+    from ..fileio import user_path
+
+    p = user_path(peer_path, "--compare")
     try:
         peer = pd.read_csv(p, dtype={"id": str})
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
