@@ -4,17 +4,16 @@ perfmodel.specs turns what these return into Hardware, Model and Impl objects.""
 from __future__ import annotations
 
 import copy
-import os  # noqa: F401
+import os
 from pathlib import Path
 
-import yaml  # noqa: F401
+import yaml
 
-from . import yamlio  # noqa: F401
+from . import yamlio
 from .yamlio import safe_yaml
-from .errors import SpecError  # noqa: F401
+from .errors import SpecError
 
 PKG = Path(__file__).resolve().parent
-
 
 _SUBDIR = {"hardware": "hardware", "models": "models", "impl": "hardware/impl"}
 

@@ -3,17 +3,9 @@ integer counts and a human-units view. perfmodel/__init__.py re-exports all of i
 `perfmodel.frames.decode`. One place to look for the API."""
 from __future__ import annotations
 
-import sys as _sys  # noqa: F401
-
-from .. import api as _api  # noqa: F401
-from .. import engine as _engine  # noqa: F401
-from .. import ops as _ops  # noqa: F401
-from .. import specs as _specs  # noqa: F401
-from .. import units as _units  # noqa: F401
-from ..errors import ContextWarning, DataWarning, SpecError  # noqa: F401
-from ..ops import Layout, Op, Precision  # noqa: F401
-from ..specs import Hardware, Model  # noqa: F401
-
+from ..errors import ContextWarning, DataWarning, SpecError  # noqa: F401  (re-exported)
+from ..ops import Layout, Op, Precision  # noqa: F401  (re-exported)
+from ..specs import Hardware, Model  # noqa: F401  (re-exported)
 from .base import (  # noqa: F401  (DataFrames, integer counts, the shared parameter texts)
     COUNT_COLUMNS,
     _ACCESSOR,

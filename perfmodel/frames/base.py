@@ -2,17 +2,7 @@
 public functions share."""
 from __future__ import annotations
 
-import sys as _sys  # noqa: F401
-
-from .. import api as _api  # noqa: F401
-from .. import engine as _engine  # noqa: F401
-from .. import ops as _ops  # noqa: F401
-from .. import specs as _specs  # noqa: F401
-from .. import units as _units  # noqa: F401
-from ..errors import ContextWarning, DataWarning, SpecError  # noqa: F401
-from ..ops import Layout, Op, Precision  # noqa: F401
-from ..specs import Hardware, Model  # noqa: F401
-
+import sys as _sys
 
 # ---------------------------------------------------------------- DataFrames, integer counts, human units
 COUNT_COLUMNS = frozenset({

@@ -2,31 +2,12 @@
 param_count, evaluate, per_sequence, max_batch, parse_quantity, make_traffic, simulate, serve_runs, explore."""
 from __future__ import annotations
 
-import sys as _sys  # noqa: F401
+from .. import engine as _engine
+from .. import ops as _ops
+from .. import specs as _specs
+from .. import units as _units
+from ..specs import Hardware, Model
 
-from .. import api as _api  # noqa: F401
-from .. import engine as _engine  # noqa: F401
-from .. import ops as _ops  # noqa: F401
-from .. import specs as _specs  # noqa: F401
-from .. import units as _units  # noqa: F401
-from ..errors import ContextWarning, DataWarning, SpecError  # noqa: F401
-from ..ops import Layout, Op, Precision  # noqa: F401
-from ..specs import Hardware, Model  # noqa: F401
-
-from .base import (  # noqa: F401  (DataFrames, integer counts, the shared parameter texts)
-    COUNT_COLUMNS,
-    _ACCESSOR,
-    _FMT,
-    _HW,
-    _IMPL,
-    _LAYOUT,
-    _MODE,
-    _MODEL,
-    _SETS,
-    _frame,
-    _register_accessor,
-    human,
-)
 
 
 def load_model(ref, sets=None) -> Model:

@@ -2,31 +2,8 @@
 ridge, compare, formats, weights."""
 from __future__ import annotations
 
-import sys as _sys  # noqa: F401
-
-from .. import api as _api  # noqa: F401
-from .. import engine as _engine  # noqa: F401
-from .. import ops as _ops  # noqa: F401
-from .. import specs as _specs  # noqa: F401
-from .. import units as _units  # noqa: F401
-from ..errors import ContextWarning, DataWarning, SpecError  # noqa: F401
-from ..ops import Layout, Op, Precision  # noqa: F401
-from ..specs import Hardware, Model  # noqa: F401
-
-from .base import (  # noqa: F401  (DataFrames, integer counts, the shared parameter texts)
-    COUNT_COLUMNS,
-    _ACCESSOR,
-    _FMT,
-    _HW,
-    _IMPL,
-    _LAYOUT,
-    _MODE,
-    _MODEL,
-    _SETS,
-    _frame,
-    _register_accessor,
-    human,
-)
+from .. import api as _api
+from .base import _frame
 
 
 def decode(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), context=1024, mode="roofline",

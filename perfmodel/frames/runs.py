@@ -2,31 +2,7 @@
 published_validation, serving_validation(_summary)."""
 from __future__ import annotations
 
-import sys as _sys  # noqa: F401
-
-from .. import api as _api  # noqa: F401
-from .. import engine as _engine  # noqa: F401
-from .. import ops as _ops  # noqa: F401
-from .. import specs as _specs  # noqa: F401
-from .. import units as _units  # noqa: F401
-from ..errors import ContextWarning, DataWarning, SpecError  # noqa: F401
-from ..ops import Layout, Op, Precision  # noqa: F401
-from ..specs import Hardware, Model  # noqa: F401
-
-from .base import (  # noqa: F401  (DataFrames, integer counts, the shared parameter texts)
-    COUNT_COLUMNS,
-    _ACCESSOR,
-    _FMT,
-    _HW,
-    _IMPL,
-    _LAYOUT,
-    _MODE,
-    _MODEL,
-    _SETS,
-    _frame,
-    _register_accessor,
-    human,
-)
+from .base import _frame
 
 
 def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05, draft=None, target=None,

@@ -2,40 +2,18 @@
 measurements and measured serving points."""
 from __future__ import annotations
 
-import itertools  # noqa: F401
+import numpy as np
 
-import numpy as np  # noqa: F401
-
-from .. import api, engine  # noqa: F401
-from ..errors import SpecError  # noqa: F401
-from ..ops import ATTENTION, COMM, MATMUL, Layout, Precision, build_ops, check_layout  # noqa: F401
-from ..specs import Hardware, Model, load_hardware, load_model  # noqa: F401
-from ..timemodel import impl_name  # noqa: F401
-from ..units import fmt_bytes  # noqa: F401
-
-from .style import (  # noqa: F401  (the shared styling and helpers)
-    KINDS,
-    Labeller,
+from .. import api
+from ..errors import SpecError
+from .style import (
     MAX_CAPACITY,
-    MAX_LINES,
-    MAX_PANELS,
     MAX_SERVING,
-    MODE_LINES,
-    Series,
-    _Figures,
-    _OFFSETS,
-    _formats,
     _grid_minor,
-    _label_order,
     _linestyle,
-    _names_list,
-    _num,
-    _one,
-    _panels,
     _plt,
     _time_tick,
     _whole_list,
-    layout_label,
     mode_line,
     readable_log,
     save,

@@ -2,43 +2,30 @@
 per variant, and speculative decoding."""
 from __future__ import annotations
 
-import itertools  # noqa: F401
+import itertools
 
-import numpy as np  # noqa: F401
+import numpy as np
 
-from .. import api, engine  # noqa: F401
-from ..errors import SpecError  # noqa: F401
-from ..ops import ATTENTION, COMM, MATMUL, Layout, Precision, build_ops, check_layout  # noqa: F401
-from ..specs import Hardware, Model, load_hardware, load_model  # noqa: F401
-from ..timemodel import impl_name  # noqa: F401
-from ..units import fmt_bytes  # noqa: F401
-
-from .style import (  # noqa: F401  (the shared styling and helpers)
-    KINDS,
+from .. import api, engine
+from ..errors import SpecError
+from ..ops import ATTENTION, COMM, MATMUL, Precision, build_ops
+from ..specs import Hardware, load_hardware
+from ..units import fmt_bytes
+from .style import (
     Labeller,
-    MAX_CAPACITY,
     MAX_LINES,
     MAX_PANELS,
-    MAX_SERVING,
-    MODE_LINES,
     Series,
-    _Figures,
-    _OFFSETS,
     _formats,
     _grid_minor,
     _label_order,
     _linestyle,
     _names_list,
-    _num,
     _one,
     _panels,
     _plt,
-    _time_tick,
-    _whole_list,
-    layout_label,
     mode_line,
     readable_log,
-    save,
     series,
 )
 

@@ -2,18 +2,16 @@
 series naming, log axes, label placement, panels."""
 from __future__ import annotations
 
-import itertools  # noqa: F401
-from dataclasses import dataclass  # noqa: F401
+import itertools
+from dataclasses import dataclass
 
-import numpy as np  # noqa: F401
+import numpy as np
 
-from .. import api, engine  # noqa: F401
-from ..errors import SpecError  # noqa: F401
-from ..ops import ATTENTION, COMM, MATMUL, Layout, Precision, build_ops, check_layout  # noqa: F401
-from ..specs import Hardware, Model, load_hardware, load_model  # noqa: F401
-from ..timemodel import impl_name  # noqa: F401
-from ..units import fmt_bytes  # noqa: F401
-
+from .. import api
+from ..errors import SpecError
+from ..ops import Layout, Precision, check_layout
+from ..specs import Hardware, Model, load_hardware, load_model
+from ..timemodel import impl_name
 
 KINDS = ("roofline", "latency-throughput", "memory", "kv", "speculative", "serving", "validation", "published",
          "capacity")
