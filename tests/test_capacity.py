@@ -85,6 +85,35 @@ def test_the_vectorized_step_cost_is_stepcost_to_1e9(model, hw, lay, mode):
         assert b == pytest.approx(a, rel=1e-9), (T, S)
 
 
+@pytest.mark.parametrize("model,hw,mode", [
+    ("llama-2-13b", "a100-80gb-sxm", "roofline"),  # MHA
+    ("llama-3.1-8b", "h100-sxm", "achievable"),  # GQA
+    ("llama-2-13b-mla", "h100-sxm", "roofline"),  # MLA
+    ("llama-2-13b-cla2", "h100-sxm", "achievable"),  # CLA
+    ("llama-2-13b-swa", "h100-sxm", "roofline"),  # windows: not affine in the context, priced row by row
+    ("llama-2-13b-hybrid", "h100-sxm", "roofline"),
+    ("llama-2-13b-linear", "h100-sxm", "achievable"),
+    ("qwen3-30b-a3b", "h200", "achievable"),  # MoE
+    ("gpt-oss-20b", "h200", "roofline"),  # sinks and windows
+])
+def test_a_decode_only_step_priced_from_its_row_count_and_summed_contexts_is_stepcost_to_1e12(model, hw, mode):
+    """Full attention's decode terms grow linearly with the rounded context, so a decode-only step's time depends on
+    (rows, sum of rounded contexts) alone: FastCost.decode_only prices it from that pair (fastsim.py), which must equal
+    the row-by-row op list up to float rounding, for every attention kind; where the terms are not linear (windows)
+    it must fall back to the rows."""
+    m, h = load_model(model), load_hardware(hw)
+    ref = StepCost(m, h, Precision(), 16, Layout(), mode)
+    fast = fastsim.FastCost(StepCost(m, h, Precision(), 16, Layout(), mode), 2048)
+    rng = np.random.default_rng(11)
+    for n in [1, 2, 7, 64, 255]:
+        for _ in range(4):
+            S = rng.integers(1, 20000, n)
+            fast(np.ones(n, dtype=np.int64), S)  # builds the context table far enough
+            a, b = ref([(1, int(s)) for s in S]), fast.decode_only(S)
+            assert b == pytest.approx(a, rel=1e-12, abs=0), (n, S)
+    assert (fast._affine is False) == (model in ("llama-2-13b-swa", "llama-2-13b-hybrid", "gpt-oss-20b"))
+
+
 def test_stopping_early_never_changes_the_verdict(small):
     t, s = small
     e = s["searches"][0]

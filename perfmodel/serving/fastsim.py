@@ -71,6 +71,8 @@ class FastCost:
         self._dec_prefix = None  # (device, host, step) arrays over n = 0 .. len - 1
         self._pre_prefix: dict = {}  # n -> (device, host, step) arrays over M = 0 .. len - 1
         self._dec = None  # decode attention: (templates, table rows over the rounded context / q)
+        self._affine = None  # decode table columns as c0 + c1 k (so a step's sums are n c0 + c1 sum k), or False
+        self._dec_time: dict = {}  # (n, sum k // BLOCK) -> step times over that block of sum k
         self._poly = None  # prefill attention: (templates, coefficients) or False (exact rows)
 
     # -- the ops with weights, priced for a vector of sizes ------------------------------------
@@ -133,7 +135,72 @@ class FastCost:
             wcol = V[:, 1::w]
             const = [bool(np.all(wcol[:, i] == wcol[0, i])) for i in range(len(ops))]
             self._dec = ([copy.copy(op) for op in ops], table, const, [float(x) for x in wcol[0]])
+            self._affine, self._dec_time = None, {}  # checked again over the longer table
         return self._dec
+
+    # -- decode-only steps as a function of (rows, sum of rounded contexts) -------------------------
+    BLOCK = 2048  # sums of k priced at once per row count: one vectorized pricing serves many steps
+
+    def _affine_cols(self):
+        """Per column of the decode table (every op's FIELDS, key length and f / k): (c0, c1) with column = c0 +
+        c1 k exactly at every row (full attention: FLOPs and cache bytes grow with the context, the rest is fixed),
+        or False (windows, linear state, sink weights that vary, f / k not constant). Then a decode step's sums are
+        n c0 + c1 sum(k) and its time depends on (n, sum k) alone."""
+        if self._affine is None:
+            ops, table, const, _ = self._dec
+            k = np.arange(table.shape[0], dtype=np.float64)
+            c0, c1 = table[1], table[2] - table[1]
+            pred = (c0 - c1) + c1[None, :] * k[:, None]  # row 1 is k = 1 (row 0 is a placeholder for k = 1 too)
+            nan = np.isnan(table[1:])
+            with np.errstate(invalid="ignore"):
+                close = np.abs(pred[1:] - table[1:]) <= 1e-12 * np.maximum(np.abs(table[1:]), 1e-300)
+            # a column of NaN is the key length of an op without one (never read)
+            good = all(const) and bool(np.all(np.where(nan.all(axis=0)[None, :], nan, close)))
+            self._affine = (c0 - c1, c1) if good else False
+        return self._affine
+
+    def _decode_time(self, n: int, ks: int):
+        """The time of a decode-only step of n rows whose rounded contexts sum to ks, from a per-n block of ks
+        priced in one vectorized call (the same op list and TimeModel as __call__; the sums are formed as
+        n c0 + c1 ks instead of row by row, which moves the result by float rounding only: a test bounds it)."""
+        key = (n, ks // self.BLOCK)
+        v = self._dec_time.get(key)
+        if v is None:
+            lo = key[1] * self.BLOCK
+            K = np.maximum(np.arange(lo, lo + self.BLOCK, dtype=np.float64), 1.0)  # sum k >= n >= 1 (0: unused)
+            c0, c1 = self._affine
+            sums = n * c0[None, :] + K[:, None] * c1[None, :]
+            ops, _, _, w0 = self._dec
+            w = _KEYS + 1
+            nops = len(ops)
+            filled = [copy.copy(op) for op in ops]
+            for i, op in enumerate(filled):
+                b = i * w
+                if op.keys is not None:
+                    op.keys = sums[:, b] / sums[:, nops * w + i]
+                op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
+                    sums[:, b], sums[:, b + 2], sums[:, b + 3], sums[:, b + 4], sums[:, b + 5])
+                op.w_read = w0[i]
+            dev0, host0, step0 = (float(x) for x in self._decode_prefix(n))
+            dev, host, stp = np.full(K.size, dev0), np.full(K.size, host0), np.full(K.size, step0)
+            for op, (tc, tmem, t, b, t_cpu, t_step) in zip(filled, self.tm.price(filled, self.hw, self.prec, self.lay)):
+                c = op.count
+                dev = dev + np.asarray(t, dtype=np.float64) * c
+                host = host + np.asarray(t_cpu, dtype=np.float64) * c
+                stp = stp + np.asarray(t_step, dtype=np.float64) * c
+            v = self._dec_time[key] = np.where((host == 0.0) & (stp == 0.0), dev, np.maximum(dev, host) + stp).tolist()
+        return v[ks % self.BLOCK]
+
+    def decode_only(self, S: np.ndarray) -> float:
+        """__call__(ones, S) for a decode-only step (every row brings one token), by the (n, sum k) table where
+        it applies."""
+        if self.fast_decode and self.lay.ep == 1:
+            k = -(-S // self.q)
+            kmax = int(k.max())
+            if self._dec is not None and kmax < len(self._dec[1]) and self._affine_cols() is not False:
+                self.calls += 1
+                return self._decode_time(int(S.size), int(k.sum()))
+        return self(np.ones(S.size, dtype=np.int64), S)
 
     def _fill_decode(self, k) -> list:
         ops, table, const, w0 = self._dec
@@ -299,6 +366,8 @@ class FastCost:
             kmax = int(k.max())
             if self._dec is None or kmax >= len(self._dec[1]):
                 self._decode_table(kmax)
+            if nd == n and self._affine_cols() is not False:  # a decode-only step: (n, sum k) says its time
+                return self._decode_time(n, int(k.sum()))
             ops = self._fill_decode(k)
         if nd < n:
             Tp, Sp = T[~dec].astype(np.float64), S[~dec].astype(np.float64)
@@ -399,6 +468,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
         return cap - blocks * bb - nseq * ps
 
     leap = stop is None and leap and getattr(cost, "decode_steps", None) is not None
+    dec_only = getattr(cost, "decode_only", None)
 
     stopped = None
     if stop is not None:
@@ -519,11 +589,14 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                     peak_running = max(peak_running, m)
                     continue
         if top == 1:  # decodes only: every running request brings one token
-            T = ones.get(m)
-            if T is None:
-                T = ones[m] = np.ones(m, dtype=np.int64)
             S = rC + 1
-            dt = cost(T, S)
+            if dec_only is not None:
+                dt = dec_only(S)
+            else:
+                T = ones.get(m)
+                if T is None:
+                    T = ones[m] = np.ones(m, dtype=np.int64)
+                dt = cost(T, S)
             t_end = t + dt
             rC = S
             madepos = None
