@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import ADtype, Fmt, Impl, KVDtype, Sets, WDtype, _fmt, _out, _sets, app, mode_note
+from .common import ADtype, Cluster, Fmt, Impl, KVDtype, Sets, WDtype, Workers, _fmt, _out, _sets, app, mode_note
 from ..report import _human, _is_num, align, render
 
 HUMAN = [("hardware", "hardware"), ("serving", "serving"), ("layout", "layout"), ("devices", "devices"),
@@ -131,7 +131,8 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
                                                            "default 15,000,000 (about 10 s here)."),
              concurrency: Optional[str] = typer.Option(None, "--concurrency", metavar="<int>",
                                                        help="Serve N clients in a closed loop instead of searching the rate: "
-                                                            "does each layout meet the SLOs at N, and at what request rate.")):
+                                                            "does each layout meet the SLOs at N, and at what request rate."),
+             workers: Optional[str] = Workers, cluster: Optional[str] = Cluster):
     """Goodput under latency SLOs: the largest request rate each layout and device serves within them."""
     fmt = _fmt(fmt)
     from ..serving import capacity as cap
@@ -140,7 +141,7 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
                               percentile, mode, impl, disaggregate, price, slots,
                               None if token_budget.strip().lower() == "none" else token_budget, requests, seeds, seed,
                               tolerance, block_size, cost_quantum, weights_dtype, kv_dtype, act_dtype, _sets(sets),
-                              max_tokens, concurrency)
+                              max_tokens, concurrency, workers=workers, cluster=cluster, show=fmt == "table")
     import numpy as np
 
     t["layout"] = np.asarray([layout_text(t, i) for i in range(len(t["hardware"]))], dtype=object)

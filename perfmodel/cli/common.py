@@ -58,6 +58,10 @@ ADtype = typer.Option("bf16", "--act-dtype", metavar="<format>", help="Activatio
                       "(fp8/int8 compute at the 8-bit tensor rate, fp4 at the 4-bit rate where the device has one).")
 Attn = typer.Option("fused", "--attention", metavar="<fused|unfused>", help="fused (FlashAttention: no score matrix in HBM) or unfused.")
 Sets = typer.Option(None, "--set", metavar="<key=value>", help="Override a spec field: key=value (repeatable), e.g. n_kv_heads=8, memory_bandwidth='4 TB/s'.")
+Workers = typer.Option(None, "--workers", metavar="<int>",
+                       help="Local worker processes for the searches (default: this machine's cores; 1: this process).")
+Cluster = typer.Option(None, "--cluster", metavar="<address>",
+                       help="Run the searches on a Dask scheduler (tcp://host:8786, or 'local'); pip install 'perfmodel[cluster]'.")
 Fmt = typer.Option("table", "--format", metavar="<table|json|csv>", help="table (for people), json or csv (SI units).")
 TP = typer.Option(1, "--tp", metavar="<int>", help="Tensor-parallel devices per replica.")
 PP = typer.Option(1, "--pp", metavar="<int>", help="Pipeline stages per replica.")

@@ -237,7 +237,8 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
              prompt_len="lognormal:median=1000,max=8000", output_len="lognormal:median=250,max=2000", slo_ttft="1s",
              slo_tpot="50ms", percentile=99, mode="roofline", impl=None, disaggregate=False, price=None, slots=256,
              token_budget=2048, requests=None, seeds=3, seed=0, tolerance=0.05, block_size=16, cost_quantum=16,
-             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, concurrency=None):
+             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, concurrency=None,
+             workers=None, cluster=None):
     """Goodput under latency SLOs: the largest Poisson request rate at which the percentile TTFT and TPOT
     of the serving simulator meet both SLOs, per (hardware, layout), and with disaggregate=True per split
     into prefill and decode pools (docs/capacity.md).
@@ -270,6 +271,9 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
     concurrency : int -- instead of searching the Poisson rate, serve N clients in a closed loop (each sends
         its next request when its last returns): goodput_rps is the request rate they get when the
         percentiles meet both SLOs, else missing with the binding SLO (colocated layouts only)
+    workers : int -- local worker processes for the searches (default: this machine's cores; 1: this process)
+    cluster : str -- a Dask scheduler address ('tcp://host:8786') or 'local' (a LocalCluster of `workers`
+        processes): the searches run there (perfmodel[cluster]); the same table whoever runs them
 
     Returns
     -------
@@ -294,7 +298,7 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
     table, summary = _capacity(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot,
                                percentile, mode, impl, disaggregate, price, slots, token_budget, requests, seeds, seed,
                                tolerance, block_size, cost_quantum, weights_dtype, kv_dtype, act_dtype, sets,
-                               max_tokens, concurrency)
+                               max_tokens, concurrency, workers, cluster)
     df = _frame(table)
     df.attrs["summary"] = summary
     return df

@@ -45,7 +45,8 @@ from ..ops import Layout
 from . import fastsim
 from .traffic import _whole
 from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_TOKENS, SLOTS, WARM,  # noqa: F401 (re-exported)
-                  Instance, Workload, _row, _verdict, analytic, pareto_flags, search_seeds, simulate_rate, trace_length)
+                  Instance, Workload, _row, _verdict, analytic, combine, pareto_flags, search_seeds, seed_search,
+                  simulate_rate, trace_length)
 
 
 def prepare(model, hw, prec, lay: Layout, mode, impl, wl: Workload, knobs: dict, cache: dict):
@@ -85,14 +86,19 @@ def prepare(model, hw, prec, lay: Layout, mode, impl, wl: Workload, knobs: dict,
     return inst, a, trace_length(wl, a)
 
 
-def colocated(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, keep: bool = False) -> dict:
-    """One (hardware, layout) row: its goodput search (prepare's instance, bounds and trace length)."""
+def colocated(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, keep: bool = False,
+              runs: list | None = None) -> dict:
+    """One (hardware, layout) row: its goodput search (prepare's instance, bounds and trace length), or the seeds'
+    searches already run (`runs`, in seed order: _task)."""
     from ..api import economics
 
     inst, a, n = prepared
     R = lay.replicas
     base = dict(seeds=len(wl.seeds), requests=n * R)
-    res = search_seeds(lambda r, s: simulate_rate(inst, wl, n, r, s), a["rate"], wl)
+    if runs is None:
+        res = search_seeds(lambda r, s: simulate_rate(inst, wl, n, r, s), a["rate"], wl)
+    else:
+        res = combine(runs)
     if res["goodput"] is None:
         v = res["median"]["vhi"]
         term = v["fail"] or "ttft"
@@ -177,6 +183,29 @@ def closed(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, co
     return row
 
 
+# ---------------------------------------------------------------- tasks for workers (perfmodel.workers)
+_INSTANCES: dict = {}  # a process's instances by (search token, hardware, tp, ep): built once per process
+
+
+def _task(t: tuple):
+    """One unit of a capacity search for workers.run: ("seed", key, build, wl, n, seed, start, first) searches one
+    seed of one colocated layout; ("disagg", build) the pool splits of one device type. Instances come from the
+    process's cache (filled before a fork; built where absent): fastsim's tables do not depend on what ran before."""
+    if t[0] == "seed":
+        _, key, build, wl, n, seed, start, first = t
+        inst = _INSTANCES.get(key)
+        if inst is None:
+            m, hw, prec, lay, mode, impl, knobs = build
+            inst = _INSTANCES[key] = Instance(m, hw, prec, lay, mode, impl, knobs["quantum"], knobs["budget"],
+                                              knobs["slots"], knobs["block"])
+        return {"seed": seed} | seed_search(lambda r: simulate_rate(inst, wl, n, r, seed), start, wl, first)
+    from . import disagg
+
+    m, hw, prec, devices, mode, impl, wl, knobs, pr, key = t[1]
+    cache = _INSTANCES.setdefault(key, {})
+    return disagg.rows(m, hw, prec, devices, mode, impl, wl, knobs, pr, cache, False)
+
+
 def _price_for(price, hws: list) -> list:
     from ..api import prices_for
 
@@ -206,6 +235,51 @@ def layouts_for(model, hw, gpus, tp, pp, ep, replicas) -> tuple[list, int]:
     return [lay], 0
 
 
+def _searched(m, prec, mode, impl, wl: Workload, knobs: dict, plan: list, todo: list, cache: dict, disaggregate: bool,
+              workers, cluster, show) -> list:
+    """The rows of `todo` (and the disaggregated splits), searched as tasks: first every layout's first seed and
+    every device type's splits, then the other seeds of each layout from its first seed's answer. The same rows
+    whatever runs the tasks (workers.run)."""
+    import uuid
+
+    from .. import workers as wk
+
+    token = uuid.uuid4().hex
+    _INSTANCES.clear()
+    first, later = [], []
+    for i, (hw, pr, lay, p) in enumerate(todo):
+        if isinstance(p, tuple):
+            one = Layout(lay.tp, 1, lay.ep, 1)
+            key = (token, i)
+            _INSTANCES[key] = p[0]  # this process's (and a forked worker's) copy
+            build = (m, hw, prec, one, mode, impl, knobs)
+            later.append((key, build, p[2], p[1]["rate"]))
+            first.append(("seed", key, build, wl, p[2], wl.seeds[0], p[1]["rate"], True))
+    if disaggregate:
+        for j, (hw, pr, lays) in enumerate(plan):
+            key = (token, "disagg", j)
+            _INSTANCES[key] = cache  # the colocated instances, where this process runs it
+            first.append(("disagg", (m, hw, prec, lays[0].devices, mode, impl, wl, knobs, pr, key)))
+    try:
+        out1 = wk.run(_task, first, workers, cluster, "capacity: layouts", show)
+        runs = {t[1]: [r] for t, r in zip(first, out1) if t[0] == "seed"}
+        rest = [("seed", key, build, wl, n, s, runs[key][0]["lo"], False) for key, build, n, _ in later
+                for s in wl.seeds[1:] if runs[key][0]["lo"] is not None]
+        for t, r in zip(rest, wk.run(_task, rest, workers, cluster, "capacity: other seeds", show)):
+            runs[t[1]].append(r)
+    finally:
+        _INSTANCES.clear()
+    rows = []
+    for i, (hw, pr, lay, p) in enumerate(todo):
+        rows.append(p if not isinstance(p, tuple) else
+                    colocated(m, hw, prec, lay, mode, wl, pr, p, False, runs=runs[(token, i)]))
+    if disaggregate:
+        for t, r in zip(first, out1):
+            if t[0] == "disagg":
+                rows += r
+    return rows
+
+
 def search_tokens(wl: Workload, n_req: int) -> float:
     """Estimated generated tokens of one search: 4 simulations for the first seed and 3 for each other, each
     of n_req requests run to the end of its measured window (5/6 of the trace)."""
@@ -225,26 +299,34 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
              prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, slo_ttft="1s", slo_tpot="50ms", percentile=99,
              mode="roofline", impl=None, disaggregate=False, price=None, slots=SLOTS, token_budget=BUDGET,
              requests=None, seeds=3, seed=0, tolerance=0.05, block_size=16, cost_quantum=16, weights_dtype="bf16",
-             kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, concurrency=None) -> tuple[dict, dict]:
+             kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, concurrency=None, workers=None,
+             cluster=None, show=False) -> tuple[dict, dict]:
     """Goodput rows per (hardware, layout[, prefill/decode split]) and a summary; see the module docstring.
     concurrency=N: instead of searching the Poisson rate, each layout serves N clients in a closed loop (closed()).
+    workers, cluster: who runs the searches (perfmodel.workers: None = this machine's cores); show: a progress bar
+    on a terminal.
 
     Returns (table: dict of columns in COLUMNS, summary: dict)."""
     return run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot, percentile,
                mode, impl, disaggregate, price, slots, token_budget, requests, seeds, seed, tolerance, block_size,
-               cost_quantum, weights_dtype, kv_dtype, act_dtype, sets, max_tokens, concurrency=concurrency)
+               cost_quantum, weights_dtype, kv_dtype, act_dtype, sets, max_tokens, concurrency=concurrency,
+               workers=workers, cluster=cluster, show=show)
 
 
 def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot, percentile, mode,
         impl, disaggregate, price, slots, token_budget, requests, seeds, seed, tolerance, block_size, cost_quantum,
-        weights_dtype, kv_dtype, act_dtype, sets, max_tokens, keep=False, concurrency=None) -> tuple[dict, dict]:
+        weights_dtype, kv_dtype, act_dtype, sets, max_tokens, keep=False, concurrency=None, workers=None, cluster=None,
+        show=False) -> tuple[dict, dict]:
     """capacity(); keep=True also returns every row's search under summary["searches"] (for plots)."""
     from .. import api
     from .api import _slots
     from . import disagg
 
+    from .. import workers as wk
+
     impl = api.check_mode(mode, impl, ("roofline", "achievable"), sets)
     prec = api._prec(weights_dtype, kv_dtype, act_dtype)
+    wk.check(workers, cluster)
     wl = Workload(prompt_len, output_len, slo_ttft, slo_tpot, percentile, seeds, seed, requests, tolerance)
     knobs = {"slots": _slots(slots), "budget": None if token_budget is None or str(token_budget).lower() == "none"
              else _whole(token_budget, "--token-budget"), "block": _whole(block_size, "--block-size"),
@@ -290,16 +372,19 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
             est += len(plan) * (len({(l.tp, l.ep) for _, _, lays in plan for l in lays}) + disagg.VERIFY) * \
                 search_tokens(wl, biggest)
         _work(est, max_tokens)
-        for hw, pr, lay, p in todo:
-            if not isinstance(p, tuple):
-                rows.append(p)
-            elif conc is not None:
-                rows.append(closed(m, hw, prec, lay, mode, wl, pr, p, conc))
-            else:
-                rows.append(colocated(m, hw, prec, lay, mode, wl, pr, p, keep))
-        if disaggregate:
-            for hw, pr, lays in plan:
-                rows += disagg.rows(m, hw, prec, lays[0].devices, mode, impl, wl, knobs, pr, cache, keep)
+        if keep or conc is not None:  # plots keep each search's instance; closed loops are one run per seed
+            for hw, pr, lay, p in todo:
+                if not isinstance(p, tuple):
+                    rows.append(p)
+                elif conc is not None:
+                    rows.append(closed(m, hw, prec, lay, mode, wl, pr, p, conc))
+                else:
+                    rows.append(colocated(m, hw, prec, lay, mode, wl, pr, p, keep))
+            if disaggregate:
+                for hw, pr, lays in plan:
+                    rows += disagg.rows(m, hw, prec, lays[0].devices, mode, impl, wl, knobs, pr, cache, keep)
+        else:
+            rows += _searched(m, prec, mode, impl, wl, knobs, plan, todo, cache, disaggregate, workers, cluster, show)
     for r in rows:
         if "_search" in r:
             searches.append({k: r.pop(k) for k in ("_search", "_instance", "_n")} | {"row": dict(r)})

@@ -223,7 +223,11 @@ class FastCost:
         when the terms are not such polynomials up to smax (windows, chunks): then exact rows are used."""
         if self._poly is not None and (self._poly is False or smax <= self._poly[2]):
             return self._poly
-        top = max(2.0 * smax, 16384.0, float(self.mcap))
+        # probe points fixed by the model and the budget, not by the contexts met so far: the coefficients are the
+        # same whatever ran before (a search split over processes gives the serial answer bit for bit)
+        top = max(float(self.model.max_context), 16384.0, float(self.mcap))
+        while top < smax:
+            top *= 2.0
         rng = np.random.default_rng(12345)
         S = np.concatenate([[2.0, 3.0, 7.0, 64.0, 1000.0, top], np.round(rng.uniform(2.0, top, 26))])
         T = np.concatenate([[2.0, 3.0, 2.0, 64.0, 999.0, 2.0],

@@ -200,18 +200,18 @@ def bisect(evaluate, start: float, tol: float, factors=None):
     return lo, vlo, vhi, seen, False
 
 
-def search_seeds(evaluate, start: float, wl: Workload) -> dict:
-    """One search per seed: the first from the analytic start, the others from the first's answer with
-    steps of 2 x tolerance at first. The median seed's answer with its verdicts, and the min and max."""
-    runs = []
-    for s in wl.seeds:
-        first = not runs
-        st = start if first else runs[0]["lo"]
-        lo, vlo, vhi, seen, hit = bisect(lambda r, s=s: evaluate(r, s), st, wl.tol,
-                                         FIRST_STEPS if first else [1 + 2 * wl.tol] * 3)
-        runs.append({"seed": s, "lo": lo, "vlo": vlo, "vhi": vhi, "seen": seen, "hit": hit})
-        if lo is None:
-            break  # nothing meets the SLOs for the first seed: the others would search the same floor
+def seed_search(evaluate, start: float, wl: Workload, first: bool) -> dict:
+    """One seed's search (evaluate(rate) -> verdict): the first seed from the analytic start, the others from the
+    first's answer with steps of 2 x tolerance at first."""
+    lo, vlo, vhi, seen, hit = bisect(evaluate, start, wl.tol, FIRST_STEPS if first else [1 + 2 * wl.tol] * 3)
+    return {"lo": lo, "vlo": vlo, "vhi": vhi, "seen": seen, "hit": hit}
+
+
+def combine(runs: list) -> dict:
+    """The seeds' searches (in seed order, cut after the first that found nothing): the median seed's answer with
+    its verdicts, and the min and max."""
+    cut = next((i for i, r in enumerate(runs) if r["lo"] is None), None)
+    runs = runs if cut is None else runs[:cut + 1]  # nothing meets the SLOs for that seed: the next would search the same floor
     found = [r for r in runs if r["lo"] is not None]
     if not found:
         return {"goodput": None, "runs": runs, "median": runs[0]}
@@ -219,6 +219,17 @@ def search_seeds(evaluate, start: float, wl: Workload) -> dict:
     med = found[(len(found) - 1) // 2]  # the lower median: a seed's own answer, not an average
     return {"goodput": med["lo"], "lo": found[0]["lo"], "hi": found[-1]["lo"], "runs": runs, "median": med,
             "hit": any(r["hit"] for r in found)}
+
+
+def search_seeds(evaluate, start: float, wl: Workload) -> dict:
+    """Every seed's search in turn (seed_search), combined."""
+    runs = []
+    for s in wl.seeds:
+        first = not runs
+        runs.append({"seed": s} | seed_search(lambda r, s=s: evaluate(r, s), start if first else runs[0]["lo"], wl, first))
+        if runs[-1]["lo"] is None:
+            break
+    return combine(runs)
 
 
 # ---------------------------------------------------------------- analytic bounds

@@ -1,0 +1,145 @@
+"""Independent tasks run in this process, on local worker processes or on a Dask cluster, with the same results.
+
+A task is a picklable module-level function and its argument; the results come back in the tasks' order
+whatever ran them, so a search split into tasks gives the same table serially (workers=1), with N local
+processes (concurrent.futures, fork where the platform has it) and on a Dask distributed cluster
+(`cluster="tcp://host:8786"`, or "local" for a LocalCluster on this machine; the optional extra
+`perfmodel[cluster]`). The tasks' code must not depend on what ran before it in the same process
+(fastsim's step-cost tables are built the same whatever their history, tests/test_workers.py checks it).
+
+Progress: a rich progress bar on stderr (tasks done, elapsed, time left), only when stderr is a terminal
+and the caller does not turn it off (JSON output, pipes and tests stay clean).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .errors import SpecError
+
+
+def cores() -> int:
+    """Cores this process may run on (the scheduler's affinity where the platform tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def check(workers=None, cluster=None, opt: str = "--workers") -> tuple[int, str | None]:
+    """(workers, cluster address): workers None -> the cores; a whole number >= 1, at most 1,024."""
+    if workers is None:
+        n = cores()
+    else:
+        try:
+            n = int(str(workers).strip()) if not isinstance(workers, bool) else -1
+        except ValueError:
+            n = -1
+        if not 1 <= n <= 1024:
+            raise SpecError(opt, None, f"must be a whole number of worker processes from 1 to 1,024, got {workers!r}")
+    if cluster is not None:
+        cluster = str(cluster).strip()
+        if not cluster:
+            raise SpecError("--cluster", None, "give a Dask scheduler address (tcp://host:8786) or 'local'")
+    return n, cluster
+
+
+class _Progress:
+    """A rich progress bar on stderr when it is a terminal and `show` allows; else nothing."""
+
+    def __init__(self, total: int, label: str, show):
+        self.bar = None
+        if not show or not sys.stderr.isatty() or total < 2:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+            TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+        self.bar.start()
+        self.task = self.bar.add_task(label or "tasks", total=total)
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def run(fn, tasks: list, workers=None, cluster=None, label: str = "", show: bool = False) -> list:
+    """[fn(t) for t in tasks], in order: serially when workers == 1 or there is one task, else on min(workers,
+    tasks) local processes, or on the Dask cluster at `cluster`. An exception in a task is raised here.
+    show: a progress bar on stderr, if it is a terminal."""
+    tasks = list(tasks)
+    n, cluster = check(workers, cluster)
+    bar = _Progress(len(tasks), label, show)
+    t0 = time.perf_counter()
+    try:
+        if cluster is not None:
+            return _dask(fn, tasks, n, cluster, bar)
+        if n == 1 or len(tasks) <= 1:
+            out = []
+            for t in tasks:
+                out.append(fn(t))
+                bar.advance()
+            return out
+        return _local(fn, tasks, min(n, len(tasks)), bar)
+    finally:
+        bar.close()
+        run.last_seconds = time.perf_counter() - t0
+
+
+run.last_seconds = 0.0
+
+
+def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    ex = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    try:
+        futs = [ex.submit(fn, t) for t in tasks]
+        for f in cf.as_completed(futs):
+            f.result()  # the first failure ends the run
+            bar.advance()
+        out = [f.result() for f in futs]
+    except BaseException:  # Ctrl-C or a failed task: nothing keeps running behind the message
+        for p in list(getattr(ex, "_processes", {}).values()):
+            p.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown()
+    return out
+
+
+def _dask(fn, tasks: list, n: int, address: str, bar: _Progress) -> list:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise SpecError("--cluster", None, "needs Dask distributed: pip install 'perfmodel[cluster]'") from None
+    local = None
+    try:
+        if address == "local":
+            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(local)
+        else:
+            client = Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as e:
+        if local is not None:
+            local.close()
+        raise SpecError("--cluster", None, f"cannot reach a Dask scheduler at {address!r}: {e}") from None
+    try:
+        futs = client.map(fn, tasks, pure=False)
+        for _ in as_completed(futs):
+            bar.advance()
+        return client.gather(futs)
+    finally:
+        client.close()
+        if local is not None:
+            local.close()

@@ -1,0 +1,133 @@
+"""Who runs a search does not change its answer (issue 24): capacity's searches split into tasks give the same
+DataFrame serially, on local worker processes and on a Dask cluster (a LocalCluster here: the path of
+`--cluster ADDRESS`); progress shows on a terminal and nowhere else; bad worker settings are one line."""
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import perfmodel as pm
+from perfmodel import workers
+from perfmodel.cli import main
+from perfmodel.errors import SpecError
+
+SMALL = dict(model="llama-3.2-1b", hardware="l4", gpus=2, prompt_len="uniform:32,128",
+             output_len="lognormal:median=16,max=64", slots=32, slo_ttft="0.25s", slo_tpot="50ms", requests=600)
+
+
+def _capacity(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pm.capacity(**(SMALL | kw))
+
+
+@pytest.fixture(scope="module")
+def serial():
+    return _capacity(workers=1, disaggregate=True)
+
+
+def _same(a, b):
+    assert list(a.columns) == list(b.columns)
+    for c in a.columns:
+        x, y = a[c].to_numpy(), b[c].to_numpy()
+        if x.dtype.kind == "f":
+            assert np.array_equal(x, y, equal_nan=True), c  # bit for bit: the same simulations, not similar ones
+        else:
+            assert list(x) == list(y), c
+
+
+def test_two_worker_processes_give_the_serial_table_bit_for_bit(serial):
+    assert (serial.serving == "disaggregated").any() and (serial.serving == "colocated").sum() == 2
+    assert serial.goodput_rps.notna().any()
+    _same(serial, _capacity(workers=2, disaggregate=True))
+
+
+def test_a_dask_cluster_gives_the_serial_table_bit_for_bit(serial):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        _same(serial, _capacity(cluster=lc.scheduler_address, disaggregate=True))
+
+
+def test_the_seeds_after_the_first_search_from_its_answer_whoever_runs_them():
+    """The second phase's tasks start at the first seed's answer, as the serial search does: one seed of three gives
+    the row's goodput_lo..hi around the median, the same with 1 and 2 workers."""
+    a = _capacity(workers=1, gpus=None, tp=1, seeds=3)
+    b = _capacity(workers=2, gpus=None, tp=1, seeds=3)
+    _same(a, b)
+    assert a.goodput_lo_rps[0] <= a.goodput_rps[0] <= a.goodput_hi_rps[0]
+
+
+def _square(x):
+    return x * x
+
+
+def _fail(x):
+    if x == 3:
+        raise SpecError("--thing", None, "three is refused")
+    return x
+
+
+def test_results_come_back_in_the_tasks_order_and_a_failing_task_raises_its_error():
+    assert workers.run(_square, range(7), workers=2) == [x * x for x in range(7)]
+    assert workers.run(_square, range(7), workers=1) == [x * x for x in range(7)]
+    with pytest.raises(SpecError, match="three is refused"):
+        workers.run(_fail, range(6), workers=2)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "x", "1.5", "5000"])
+def test_a_bad_worker_count_is_one_line_naming_workers(value, capsys):
+    argv = ["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--workers", value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--workers" in err[0], err
+
+
+def test_an_unreachable_cluster_is_one_line_naming_cluster(capsys):
+    pytest.importorskip("distributed")
+    argv = ["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--seeds", "1", "--requests", "300",
+            "--cluster", "tcp://127.0.0.1:9"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--cluster" in err[0] and "127.0.0.1:9" in err[0], err
+
+
+def _pty_run(argv: list, limit: float = 120.0) -> tuple[int, str]:
+    """Run the CLI with stdout and stderr on a pseudo-terminal; returns (exit code, everything it drew)."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, COLUMNS="120", TERM="xterm")
+    p = subprocess.Popen([sys.executable, "-m", "perfmodel", *argv], stdin=subprocess.DEVNULL, stdout=slave,
+                         stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    out, t0 = b"", time.monotonic()
+    while time.monotonic() - t0 < limit:
+        r, _, _ = select.select([master], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif p.poll() is not None:
+            break
+    p.wait(timeout=10)
+    os.close(master)
+    return p.returncode, out.decode(errors="replace")
+
+
+def test_a_search_shows_a_progress_bar_on_a_terminal_and_not_in_a_pipe():
+    argv = ["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--gpus", "2", "--prompt-len", "uniform:32,128",
+            "--output-len", "lognormal:median=16,max=64", "--slots", "32", "--slo-ttft", "0.25s", "--requests", "600",
+            "--workers", "1"]
+    rc, drawn = _pty_run(argv)
+    assert rc == 0, drawn
+    assert "capacity: layouts" in drawn and "goodput" in drawn
+    piped = subprocess.run([sys.executable, "-m", "perfmodel", *argv], capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and piped.stderr == "" and "capacity: layouts" not in piped.stdout
