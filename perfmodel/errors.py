@@ -10,6 +10,9 @@ class SpecError(ValueError):
         loc = f"{where}: {field}" if field else where
         super().__init__(_one_line(f"{loc}: {problem}"))
 
+    def __reduce__(self):  # the same error back from a worker process or a cluster (perfmodel.workers)
+        return (type(self), (self.where, self.field, self.problem))
+
 
 def _one_line(text: str) -> str:
     """Control characters (a field name with a newline, a multi-line YAML message) are escaped so the

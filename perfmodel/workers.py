@@ -49,7 +49,7 @@ class _Progress:
     """A rich progress bar on stderr when it is a terminal and `show` allows; else nothing."""
 
     def __init__(self, total: int, label: str, show):
-        self.bar = None
+        self.bar, self.each = None, None
         if not show or not sys.stderr.isatty() or total < 2:
             return
         from rich.console import Console
@@ -61,7 +61,9 @@ class _Progress:
         self.bar.start()
         self.task = self.bar.add_task(label or "tasks", total=total)
 
-    def advance(self) -> None:
+    def advance(self, i: int, result) -> None:
+        if self.each is not None:
+            self.each(i, result)
         if self.bar is not None:
             self.bar.advance(self.task)
 
@@ -71,22 +73,23 @@ class _Progress:
             self.bar = None
 
 
-def run(fn, tasks: list, workers=None, cluster=None, label: str = "", show: bool = False) -> list:
+def run(fn, tasks: list, workers=None, cluster=None, label: str = "", show: bool = False, each=None) -> list:
     """[fn(t) for t in tasks], in order: serially when workers == 1 or there is one task, else on min(workers,
     tasks) local processes, or on the Dask cluster at `cluster`. An exception in a task is raised here.
-    show: a progress bar on stderr, if it is a terminal."""
+    show: a progress bar on stderr, if it is a terminal; each(i, result): called here as task i finishes."""
     tasks = list(tasks)
     n, cluster = check(workers, cluster)
     bar = _Progress(len(tasks), label, show)
+    bar.each = each
     t0 = time.perf_counter()
     try:
         if cluster is not None:
             return _dask(fn, tasks, n, cluster, bar)
         if n == 1 or len(tasks) <= 1:
             out = []
-            for t in tasks:
+            for i, t in enumerate(tasks):
                 out.append(fn(t))
-                bar.advance()
+                bar.advance(i, out[-1])
             return out
         return _local(fn, tasks, min(n, len(tasks)), bar)
     finally:
@@ -97,17 +100,26 @@ def run(fn, tasks: list, workers=None, cluster=None, label: str = "", show: bool
 run.last_seconds = 0.0
 
 
+def _worker_signals() -> None:
+    """A worker leaves Ctrl-C to the command (which stops it) and dies on SIGTERM: the command's own handlers,
+    inherited through fork, would turn a signal into an exception and the worker would take the next task."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
     import concurrent.futures as cf
     import multiprocessing as mp
 
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    ex = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    ex = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_signals)
     try:
         futs = [ex.submit(fn, t) for t in tasks]
+        index = {f: i for i, f in enumerate(futs)}
         for f in cf.as_completed(futs):
-            f.result()  # the first failure ends the run
-            bar.advance()
+            bar.advance(index[f], f.result())  # the first failure ends the run
         out = [f.result() for f in futs]
     except BaseException:  # Ctrl-C or a failed task: nothing keeps running behind the message
         for p in list(getattr(ex, "_processes", {}).values()):
@@ -136,8 +148,9 @@ def _dask(fn, tasks: list, n: int, address: str, bar: _Progress) -> list:
         raise SpecError("--cluster", None, f"cannot reach a Dask scheduler at {address!r}: {e}") from None
     try:
         futs = client.map(fn, tasks, pure=False)
-        for _ in as_completed(futs):
-            bar.advance()
+        index = {f.key: i for i, f in enumerate(futs)}
+        for f in as_completed(futs):
+            bar.advance(index[f.key], f.result())
         return client.gather(futs)
     finally:
         client.close()

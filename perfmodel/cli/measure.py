@@ -122,7 +122,9 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
              system: Optional[str] = typer.Option(None, "--system", metavar="<name list>", help="With --serving: only these systems (catalog or sample names)."),
              backend: Optional[str] = typer.Option(None, "--backend", metavar="<name list>", help="With --serving: only these backends (vllm, sglang, trtllm)."),
              rounds: int = typer.Option(2, "--rounds", metavar="<int>", help="With --serving: measured requests per client after the warm-up of 2 per client (AIPerf measures 20)."),
-             jobs: Optional[int] = typer.Option(None, "--jobs", metavar="<int>", help="With --serving: processes to simulate in (default: one per core)."),
+             jobs: Optional[int] = typer.Option(None, "--jobs", metavar="<int>", help="With --serving: the same as --workers (kept for scripts)."),
+             workers: Optional[str] = typer.Option(None, "--workers", metavar="<int>", help="With --serving: local worker processes (default: this machine's cores)."),
+             cluster: Optional[str] = typer.Option(None, "--cluster", metavar="<address>", help="With --serving: run the simulations on a Dask scheduler (tcp://host:8786 or 'local'); pip install 'perfmodel[cluster]'."),
              points: Optional[str] = typer.Option(None, "--points", metavar="<file>", help="With --serving: summarize a per-point table written by -o instead of simulating."),
              compare: Optional[str] = typer.Option(None, "--compare", metavar="<file>", help="With --serving: a peer's predictions of the same points (id, aic_ttft_ms, aic_tpot_ms: bench/aic_silicon.py's CSV), side by side."),
              max_points: Optional[int] = typer.Option(None, "--max-points", metavar="<int>", help="With --serving: refuse more point x mode simulations than this (default 200; the whole sample is 10,442)."),
@@ -132,14 +134,16 @@ def validate(results: Optional[str] = typer.Argument(None, help="A folder writte
     With --published: the published end-to-end measurements, bound and estimate side by side.
     With --serving: measured serving runs (closed-loop concurrency benchmarks) against the serving simulator."""
     serving_opts = {"--sample": sample, "-o": out, "-m": model, "--system": system, "--backend": backend,
-                    "--jobs": jobs, "--points": points, "--compare": compare, "--max-points": max_points, "--impl": impl}
+                    "--jobs": jobs, "--workers": workers, "--cluster": cluster, "--points": points, "--compare": compare, "--max-points": max_points, "--impl": impl}
     if serving:
         if results is not None or published:
             raise SpecError("--serving", None, "takes no results folder and not --published")
         from .validation import serving as run_serving
 
-        return run_serving(sample, out, plot, mode, model, system, backend, rounds, jobs, _fmt(fmt), summary_only,
-                           points, compare, max_points, impl or "engine")
+        if jobs is not None and workers is not None:
+            raise SpecError("--jobs", None, "give --workers (or its old name --jobs), not both")
+        return run_serving(sample, out, plot, mode, model, system, backend, rounds, workers if jobs is None else jobs,
+                           _fmt(fmt), summary_only, points, compare, max_points, impl or "engine", cluster)
     given = [k for k, v in serving_opts.items() if v is not None] + (["--mode"] if mode != "roofline,achievable" else []) \
         + (["--rounds"] if rounds != 2 else [])
     if given:

@@ -42,7 +42,7 @@ MAX_POINTS = 200  # point x mode simulations one command runs without --max-poin
 
 def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=None, system=None, backend=None,
             rounds: int = 2, jobs=None, fmt: str = "table", summary_only: bool = False, points_file=None,
-            compare=None, max_points=None, impl: str = "engine") -> None:
+            compare=None, max_points=None, impl: str = "engine", cluster=None) -> None:
     from ..fileio import write_text
     from ..report import render
     from ..serving import silicon
@@ -53,8 +53,9 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
             raise SpecError("--mode", None, f"must be roofline, achievable or both (comma list), got {m!r}")
     if not (isinstance(rounds, int) and 1 <= rounds <= 20):
         raise SpecError("--rounds", None, f"must be a whole number from 1 to 20, got {rounds!r}")
-    if jobs is not None and not (isinstance(jobs, int) and 1 <= jobs <= 256):
-        raise SpecError("--jobs", None, f"must be a whole number from 1 to 256, got {jobs!r}")
+    from .. import workers as wk
+
+    jobs, cluster = wk.check(jobs, cluster)
     from ..fileio import check_writable
 
     for opt, path in (("-o", out), ("--plot", plot)):
@@ -97,7 +98,7 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
         from ..api import check_mode
 
         check_mode("achievable", impl)
-    points = silicon.predict(df, tuple(modes), rounds, jobs, progress, impl)
+    points = silicon.predict(df, tuple(modes), rounds, jobs, progress, impl, cluster)
     _report(points, out, plot, fmt, summary_only, compare)
 
 

@@ -358,7 +358,7 @@ def published_validation(cases=None, categories=None):
 
 
 def serving_validation(sample=None, modes=("roofline", "achievable"), model=None, system=None, backend=None,
-                       rounds=2, jobs=1, impl="engine"):
+                       rounds=2, jobs=1, impl="engine", cluster=None):
     """Measured serving runs against the serving simulator: every point of AIConfigurator's silicon sample
     (closed-loop concurrency benchmarks of vLLM, SGLang and TensorRT-LLM; perfmodel/measure/data/aiconfigurator)
     or of a CSV of the same columns, predicted with the workload as measured (docs/validation.md, "Serving").
@@ -369,7 +369,8 @@ def serving_validation(sample=None, modes=("roofline", "achievable"), model=None
     modes : tuple of str -- 'roofline' and/or 'achievable'
     model, system, backend : list of str -- only these (catalog names or the sample's own)
     rounds : int -- measured requests per client after a warm-up of 2 per client (AIPerf measures 20)
-    jobs : int or None -- processes to simulate in (None: one per core)
+    jobs : int or None -- local worker processes to simulate in (None: one per core)
+    cluster : str -- a Dask scheduler address or 'local': the simulations run there (perfmodel[cluster])
     impl : str -- the achievable mode's implementation profile: "engine" (each point's measured engine:
         vllm-0.24, sglang-0.5, trtllm-1.3) or a profile name or file
 
@@ -393,7 +394,7 @@ def serving_validation(sample=None, modes=("roofline", "achievable"), model=None
     for col, wanted, opt, mapping in (("model_path", model, "model", silicon.MODELS),
                                       ("system", system, "system", silicon.SYSTEMS), ("backend", backend, "backend", None)):
         df = _select(df, col, None if wanted is None else list(wanted), opt, mapping)
-    return silicon.predict(df, tuple(modes), rounds, jobs, impl=impl)
+    return silicon.predict(df, tuple(modes), rounds, jobs, impl=impl, cluster=cluster)
 
 
 def serving_validation_summary(points):

@@ -425,15 +425,6 @@ def _predict_batch(mode: str, rounds: int, batch: list, impl: str = "engine") ->
     return out
 
 
-def _worker_signals() -> None:
-    """A worker leaves Ctrl-C to the command (which stops it) and dies on SIGTERM: the command's own handlers,
-    inherited through fork, would turn a signal into an exception and the worker would take the next batch."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _batches(plans: list, size: int = 8) -> list:
     """Planned points grouped by what their simulations share (model, device, precision, layouts), in batches."""
     ok = [(i, p) for i, p in enumerate(plans) if p["status"] == "ok"]
@@ -441,12 +432,16 @@ def _batches(plans: list, size: int = 8) -> list:
     return [ok[k:k + size] for k in range(0, len(ok), size)]
 
 
-def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=None, impl: str = "engine") -> "pd.DataFrame":
+def _batch_task(t: tuple) -> list:
+    return _predict_batch(*t)
+
+
+def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=None, impl: str = "engine",
+            cluster: str | None = None) -> "pd.DataFrame":
     """One row per sample row and mode: measured and predicted TTFT and TPOT (ms), their relative errors
     (predicted - measured) / measured, and what was assumed or why a row was not predicted. jobs > 1 spreads
-    the simulations over that many processes (None: one per core)."""
-    import os
-
+    the simulations over that many processes (None: one per core), cluster over a Dask cluster (perfmodel.workers):
+    the same table whoever runs them."""
     import pandas as pd
 
     plans = plan(df)
@@ -455,32 +450,17 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
     work = [(mode, b) for mode in modes for b in batches]
     todo, done = sum(len(b) for _, b in work), 0
     results: dict = {}
-    jobs = os.cpu_count() or 1 if jobs is None else max(1, int(jobs))
-    if jobs == 1 or len(work) <= 1:
-        for mode, b in work:
-            for i, out in _predict_batch(mode, rounds, b, impl):
-                results[(mode, i)] = out
-            done += len(b)
-            if progress is not None:
-                progress(done, todo)
-    else:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+    from .. import workers as wk
 
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals) as pool:
-            futs = {pool.submit(_predict_batch, mode, rounds, b, impl): (mode, len(b)) for mode, b in work}
-            try:
-                for f in as_completed(futs):
-                    mode, size = futs[f]
-                    for i, out in f.result():
-                        results[(mode, i)] = out
-                    done += size
-                    if progress is not None:
-                        progress(done, todo)
-            except BaseException:  # Ctrl-C, SIGTERM: no worker goes on computing for nobody
-                for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                    proc.terminate()
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+    def each(k, outs):
+        nonlocal done
+        for i, out in outs:
+            results[(work[k][0], i)] = out
+        done += len(work[k][1])
+        if progress is not None:
+            progress(done, todo)
+
+    wk.run(_batch_task, [(mode, rounds, b, impl) for mode, b in work], jobs, cluster, each=each)
     rows = []
     for mode in modes:
         for i, p in enumerate(plans):
