@@ -15,7 +15,8 @@ from ..report import _human, _is_num, align, render
 HUMAN = [("hardware", "hardware"), ("serving", "serving"), ("layout", "layout"), ("devices", "devices"),
          ("goodput_rps", "goodput/s"), ("goodput_range", "seeds min-max"), ("output_tok_s", "tokens/s"),
          ("goodput_per_device", "goodput/s/device"), ("cost_per_million_tokens", "$/M tokens"),
-         ("binding", "binding"), ("ttft_s", "p99 TTFT"), ("tpot_s", "p99 TPOT"), ("pareto", "pareto"), ("note", "note")]
+         ("binding", "binding"), ("ttft_s", "p99 TTFT"), ("tpot_s", "p99 TPOT"), ("crosses_nodes", "crosses nodes"),
+         ("pareto", "pareto"), ("note", "note")]
 
 
 def layout_text(t: dict, i: int) -> str:
@@ -53,7 +54,7 @@ def _render(t: dict, fmt: str, columns: list, q: float = 99.0) -> str:
         cols = [(c, h) for c, h in cols if c != "note"]
     n = len(t["hardware"])
     cells = [[h for _, h in cols]] + [[_cell(c, t.get(c, [None] * n)[i], t, i) for c, _ in cols] for i in range(n)]
-    right = [c not in ("hardware", "serving", "layout", "binding", "note", "pareto") for c, _ in cols]
+    right = [c not in ("hardware", "serving", "layout", "binding", "note", "pareto", "crosses_nodes") for c, _ in cols]
     return align(cells, right)
 
 
@@ -132,7 +133,13 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
              concurrency: Optional[str] = typer.Option(None, "--concurrency", metavar="<int>",
                                                        help="Serve N clients in a closed loop instead of searching the rate: "
                                                             "does each layout meet the SLOs at N, and at what request rate."),
-             workers: Optional[str] = Workers, cluster: Optional[str] = Cluster):
+             workers: Optional[str] = Workers, cluster: Optional[str] = Cluster,
+             show_all: bool = typer.Option(False, "--all", help="Print every row, not only the Pareto front."),
+             engine: Optional[str] = typer.Option(None, "--engine", metavar="<vllm|sglang|trtllm>",
+                                                  help="Engine of the launch settings printed for the chosen row "
+                                                       "(default: the --impl profile's engine, else vllm)."),
+             memory_fraction: str = typer.Option("0.9", "--memory-fraction", metavar="<number>",
+                                                 help="The launch settings' share of device memory for weights + KV.")):
     """Goodput under latency SLOs: the largest request rate each layout and device serves within them."""
     fmt = _fmt(fmt)
     from ..serving import capacity as cap
@@ -145,10 +152,32 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
     import numpy as np
 
     t["layout"] = np.asarray([layout_text(t, i) for i in range(len(t["hardware"]))], dtype=object)
+    from .. import launch as ln
+
+    got = ln.for_capacity(t, summary, engine, memory_fraction)
+    launch = None
+    if got is not None:
+        i, pools = got
+        launch = (f"# chosen row: {t['hardware'][i]} {t['layout'][i]} ({t['goodput_rps'][i]:.4g} requests/s); the "
+                  "search gave weights + KV the whole device memory: at --memory-fraction "
+                  f"{float(memory_fraction):g} the engine's KV pool is smaller (search with --set memory_capacity=... "
+                  "to match)\n" + ln.format_settings(pools))
+    hidden = 0
+    if not show_all:  # the Pareto front, and rows that say why a layout has no goodput stay out with it
+        keep = np.asarray(t["pareto"], dtype=bool)
+        hidden = int((~keep).sum())
+        if keep.any():
+            t = {c: v[keep] for c, v in t.items()}
+        else:
+            hidden = 0
     _out(_render(t, fmt, cap.COLUMNS + ["layout"], summary["percentile"]))
     if fmt == "table":
         _out("\n".join(footer(summary)))
+        if hidden:
+            _out(f"# {hidden} rows off the Pareto front left out (--all prints every row)")
         _out(mode_note(mode, impl, hardware, _sets(sets)))
+        if launch:
+            _out(launch)
 
 
 __all__ = ["capacity"]

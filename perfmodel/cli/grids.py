@@ -56,7 +56,8 @@ def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar="<n
          weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
          sets: Optional[List[str]] = Sets, fmt: str = Fmt, price: Optional[str] = Price, energy: bool = Energy,
          mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="roofline (the ideal bound) or achievable."),
-         impl: Optional[str] = Impl):
+         impl: Optional[str] = Impl,
+         show_all: bool = typer.Option(False, "--all", help="Print every layout, not only the Pareto front.")):
     """Every tp/pp/ep/replicas layout of N devices: latency, throughput per device, memory, Pareto front."""
     from .. import parallel
 
@@ -65,9 +66,17 @@ def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar="<n
     econ = [c for c in _ECON if c in t]
     extra = ["impl"] if "impl" in t else []
     flags = ["missing"] if any(t["missing"]) else []
+    hidden = 0
+    if not show_all:  # the Pareto front only (every row with --all)
+        import numpy as np
+
+        keep = np.asarray(t["pareto"], dtype=bool)
+        if keep.any():
+            hidden = int((~keep).sum())
+            t = {c: np.asarray(v)[keep] for c, v in t.items()}
     _out(render(t, _fmt(fmt), parallel.PLAN_COLUMNS + extra + econ,
                 ["tp", "pp", "ep", "replicas", "batch", "mode", "latency_s", "throughput_tok_s", "throughput_per_device",
-                 "memory_bytes", "fits", "comm_time_s"] + flags + ["pareto"] + econ))
+                 "memory_bytes", "fits", "comm_time_s"] + flags + ["crosses_nodes", "pareto"] + econ))
     if fmt == "table":
         need = summary["min_devices"]
         _out("# pareto=true: no other fitting layout is both faster and more efficient per device"
@@ -76,6 +85,7 @@ def plan(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar="<n
              + (f"{need} ({summary['min_layout']})" if need else "none up to 4096")
              + (f"\n# {summary['skipped']} layouts left out: they cross nodes and {summary['hardware']} has no "
                 "network_bandwidth" if summary["skipped"] else "")
-             + (f"\n# warning: {summary['warning']}" if summary["warning"] else ""))
+             + (f"\n# warning: {summary['warning']}" if summary["warning"] else "")
+             + (f"\n# {hidden} rows off the Pareto front left out (--all prints every row)" if hidden else ""))
         _out(mode_note(mode, impl, hardware, _sets(sets)))
 

@@ -357,6 +357,47 @@ def published_validation(cases=None, categories=None):
     return _frame(_published(cases, categories))
 
 
+def launch_settings(capacity_frame, engine=None, memory_fraction=0.9, row=None):
+    """The engine launch settings of a capacity search's chosen row: of its Pareto rows with a goodput, the lowest cost
+    per million tokens when priced, else the most goodput per device (or the row `row`), for vLLM, SGLang or
+    TensorRT-LLM (docs/launch.md maps each setting from the engine's own documentation).
+
+    Parameters
+    ----------
+    capacity_frame : DataFrame -- what pm.capacity returned (its attrs["summary"] included)
+    engine : 'vllm', 'sglang' or 'trtllm' (default: the engine of the search's impl profile, else vllm)
+    memory_fraction : float -- the share of device memory the engine may give weights + KV, in (0, 1]
+    row : int -- the row to deploy instead of the chosen one
+
+    Returns
+    -------
+    DataFrame, one row per pool (colocated, or prefill and decode): row (the capacity row), engine, pool,
+    instances, gpus_per_instance, command (one instance's shell command), config (TensorRT-LLM's YAML or None),
+    router (the disaggregated front end or None), notes. Empty when no row has a goodput.
+
+    Example
+    -------
+    >>> c = pm.capacity("llama-3.1-8b", "h100-sxm", tp=1, prompt_len=512, output_len="lognormal:median=64,max=512",
+    ...                 seeds=1, workers=1)
+    >>> pm.launch_settings(c).command[0].split()[:5]
+    ['vllm', 'serve', 'meta-llama/Llama-3.1-8B', '--tensor-parallel-size', '1']
+    """
+    import pandas as pd
+
+    from .. import launch
+    from ..errors import SpecError
+
+    summary = getattr(capacity_frame, "attrs", {}).get("summary")
+    if summary is None or "pareto" not in capacity_frame:
+        raise SpecError("capacity_frame", None, "must be the DataFrame pm.capacity returned (with its attrs['summary'])")
+    got = launch.for_capacity(capacity_frame, summary, engine, memory_fraction, row)
+    cols = ["row", "engine", "pool", "instances", "gpus_per_instance", "command", "config", "router", "notes"]
+    if got is None:
+        return pd.DataFrame(columns=cols)
+    i, pools = got
+    return pd.DataFrame([{"row": i} | {c: p.get(c) for c in cols[1:]} for p in pools], columns=cols)
+
+
 def serving_validation(sample=None, modes=("roofline", "achievable"), model=None, system=None, backend=None,
                        rounds=2, jobs=1, impl="engine", cluster=None):
     """Measured serving runs against the serving simulator: every point of AIConfigurator's silicon sample

@@ -388,18 +388,23 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
     for r in rows:
         if "_search" in r:
             searches.append({k: r.pop(k) for k in ("_search", "_instance", "_n")} | {"row": dict(r)})
+    per_node = {hw.key or hw.name: hw.devices_per_node or 1 for hw in hws}
+    for r in rows:  # a collective group (one replica's tp x ep, or one pool instance's) spans more than one node
+        group = max(r["prefill_tp"], r["decode_tp"]) if r["serving"] == "disaggregated" else r["tp"] * r["ep"]
+        r["crosses_nodes"] = bool(group > per_node[r["hardware"]]) if group == group else False
     t = {c: [r[c] for r in rows] for c in COLUMNS}
     has_price = any(np.isfinite(x) for x in t["cost_per_million_tokens"])
     ok = np.isfinite(np.asarray(t["goodput_rps"], float))
     second = t["cost_per_million_tokens"] if has_price else t["devices"]
     t["pareto"] = list(pareto_flags(t["goodput_per_device"], second, ok))
     table = {c: np.asarray(v, dtype=object if c in ("model", "hardware", "mode", "serving", "binding", "search", "note")
-                           else (bool if c in ("pareto", "hit_bound") else np.float64)) for c, v in t.items()}
+                           else (bool if c in ("pareto", "hit_bound", "crosses_nodes") else np.float64)) for c, v in t.items()}
     summary = {"model": m.name, "percentile": wl.q, "slo_ttft_s": wl.slo_ttft, "slo_tpot_s": wl.slo_tpot,
                "mode": mode, "impl": impl, "slots": knobs["slots"], "token_budget": knobs["budget"],
                "seeds": wl.seeds, "tolerance": wl.tol, "warm": WARM, "pipeline_layouts_left_out": skipped_pp,
                "pareto_on": "cost" if has_price else "devices", "mean_output_tokens": wl.mean_output,
-               "prompt_len": wl.prompt_len, "output_len": wl.output_len, "concurrency": conc}
+               "prompt_len": wl.prompt_len, "output_len": wl.output_len, "concurrency": conc,
+               "weights_dtype": prec.weights, "kv_dtype": prec.kv or prec.act, "sets": sets}
     summary.update(disagg.compare(table))
     if keep:
         summary["searches"] = searches

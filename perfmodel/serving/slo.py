@@ -279,7 +279,7 @@ COLUMNS = ["model", "hardware", "mode", "serving", "tp", "pp", "ep", "replicas",
            "prefill_instances", "decode_tp", "decode_instances", "goodput_rps", "goodput_lo_rps", "goodput_hi_rps",
            "output_tok_s", "goodput_per_device", "cost_per_million_tokens", "binding", "binding_value_s",
            "ttft_s", "tpot_s", "fail_rps", "median_seed", "search", "hit_bound", "requests", "seeds", "kv_transfer_s",
-           "note", "pareto"]
+           "note", "crosses_nodes", "pareto"]
 
 
 def _row(model, hw, mode, lay: Layout, devices: int, **kw) -> dict:
@@ -290,7 +290,7 @@ def _row(model, hw, mode, lay: Layout, devices: int, **kw) -> dict:
          "goodput_per_device": math.nan, "cost_per_million_tokens": math.nan, "binding": "", "binding_value_s": math.nan,
          "ttft_s": math.nan, "tpot_s": math.nan, "fail_rps": math.nan, "median_seed": math.nan, "search": "",
          "hit_bound": False, "requests": math.nan,
-         "seeds": math.nan, "kv_transfer_s": math.nan, "note": "", "pareto": False}
+         "seeds": math.nan, "kv_transfer_s": math.nan, "note": "", "crosses_nodes": False, "pareto": False}
     r.update(kw)
     return r
 
