@@ -31,6 +31,37 @@ def user_path(text, opt: str) -> Path:
     return p
 
 
+def read_capped(path, opt: str, limit: int, what: str = "file") -> str:
+    """The text of a regular file of at most `limit` bytes, or one SpecError line naming the option: a missing file,
+    a folder, a device or FIFO (reading one may never end), a file over the limit, bytes that are not UTF-8."""
+    import stat
+
+    p = user_path(path, opt)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise SpecError(opt, None, f"{path}: no such {what}") from None
+    except OSError as e:
+        raise SpecError(opt, None, f"{path}: {_why(e)}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SpecError(opt, None, f"{path} is a folder; give a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise SpecError(opt, None, f"{path} is not a regular file (a device, FIFO or socket); give a {what}")
+    if st.st_size > limit:
+        raise SpecError(opt, None, f"{path} is {st.st_size:,} bytes, over the {limit:,}-byte limit of a {what}")
+    try:
+        with open(p, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise SpecError(opt, None, f"{path}: {_why(e)}") from None
+    if len(data) > limit:
+        raise SpecError(opt, None, f"{path} grew past the {limit:,}-byte limit of a {what} while it was read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(opt, None, f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
 def check_writable(target, opt: str = "-o") -> Path:
     """Refuse up front what can be known before writing: a missing folder, a folder, no permission, a name the
     file system cannot hold (over 255 bytes), a ~user that does not exist."""

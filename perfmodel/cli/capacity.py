@@ -180,4 +180,57 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
             _out(launch)
 
 
-__all__ = ["capacity"]
+@app.command("fleet")
+def fleet(path: str = typer.Argument(..., help="A fleet file: CSV with a header, or YAML (a list of rows): model, "
+                                              "hardware, gpus or tp/ep/replicas, and optionally the workload and SLOs."),
+          workers: Optional[str] = Workers, cluster: Optional[str] = Cluster,
+          max_tokens: Optional[str] = typer.Option(None, "--max-tokens", metavar="<int>",
+                                                   help="Refuse a fleet whose searches are estimated to simulate more "
+                                                        "generated tokens in all; default 15,000,000."),
+          show_all: bool = typer.Option(False, "--all", help="Print every row of every search, not only each fleet "
+                                                             "row's chosen one."),
+          out: Optional[str] = typer.Option(None, "-o", "--out", metavar="<file>",
+                                            help="Also write every row as CSV (written whole or not at all)."),
+          fmt: str = Fmt):
+    """Capacity searches for a whole fleet: one per row of a YAML or CSV file, answered as one table."""
+    fmt = _fmt(fmt)
+    import numpy as np
+
+    from ..serving import fleet as fl
+    from ..fileio import check_writable, write_text
+
+    if out:
+        check_writable(out, "-o")
+    t, summaries = fl.plan(path, workers, cluster, max_tokens, show=fmt == "table")
+    t["layout"] = np.asarray([layout_text(t, i) for i in range(len(t["hardware"]))], dtype=object)
+    cols = ["fleet_row", "name", "prompt_len", "output_len", "slo_ttft_s", "slo_tpot_s", "chosen"] + cap_columns() + \
+        ["layout"]
+    if out:
+        write_text(out, render(t, "csv", cols), "-o")
+    if not show_all:
+        keep = np.asarray(t["chosen"], bool) | ~np.isin(t["fleet_row"], np.asarray(t["fleet_row"])[np.asarray(t["chosen"], bool)])
+        t = {c: v[keep] for c, v in t.items()}
+    if fmt != "table":
+        _out(render(t, fmt, cols))
+        return
+    head = [("fleet_row", "row"), ("name", "name"), ("model", "model")] + [x for x in HUMAN if x[0] != "pareto"]
+    n = len(t["hardware"])
+    shown = [(c, h) for c, h in head if c in t or c == "goodput_range"]
+    if all(x != x for x in t["cost_per_million_tokens"]):
+        shown = [(c, h) for c, h in shown if c != "cost_per_million_tokens"]
+    cells = [[h for _, h in shown]] + [[_cell(c, t.get(c, [None] * n)[i], t, i) if c not in ("fleet_row", "name", "model")
+                                        else str(t[c][i]) for c, _ in shown] for i in range(n)]
+    _out(align(cells, [c not in ("name", "model", "hardware", "serving", "layout", "binding", "note", "crosses_nodes")
+                       for c, _ in shown]))
+    _out(f"# {len(summaries)} fleet rows; each row: its chosen layout (the Pareto row with the most goodput per device, "
+         "or the cheapest when priced), or why none has a goodput" + ("" if show_all else "; --all prints every row")
+         + (f"; every row written to {out}" if out else ""))
+
+
+def cap_columns() -> list:
+    from ..serving import capacity as cap
+
+    return list(cap.COLUMNS)
+
+
+__all__ = ["capacity", "fleet"]

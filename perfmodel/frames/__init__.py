@@ -21,7 +21,7 @@ from .base import (  # noqa: F401  (DataFrames, integer counts, the shared param
     human,
 )
 from .queries import decode, point, prefill, request, intensity, kv, budget, show, list_specs, ridge, compare, formats, weights  # noqa: F401
-from .runs import speculative, plan, sweep, serve_sim, kv_memory, capacity, launch_settings, validation, published_validation, serving_validation, serving_validation_summary  # noqa: F401
+from .runs import speculative, plan, sweep, serve_sim, kv_memory, capacity, fleet, launch_settings, validation, published_validation, serving_validation, serving_validation_summary  # noqa: F401
 from .objects import load_model, load_hardware, catalog_names, config_to_spec, build_ops, param_count, evaluate, per_sequence, max_batch, parse_quantity, make_traffic, simulate, serve_runs, explore  # noqa: F401
 
 _PARAMS = {"_MODEL": _MODEL, "_HW": _HW, "_MODE": _MODE, "_IMPL": _IMPL, "_FMT": _FMT, "_SETS": _SETS, "_LAYOUT": _LAYOUT}
@@ -41,8 +41,8 @@ def _saved_run():
 SAVED_RUN = _saved_run()  # the measured CPU run of docs/validation/cpu-quick, shipped inside the package
 
 __all__ = ["point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "list_specs", "ridge", "compare",
-           "formats", "weights", "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "launch_settings",
-           "validation", "published_validation", "serving_validation", "serving_validation_summary", "human", "explore", "load_model", "load_hardware", "catalog_names",
+           "formats", "weights", "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "fleet",
+           "launch_settings", "validation", "published_validation", "serving_validation", "serving_validation_summary", "human", "explore", "load_model", "load_hardware", "catalog_names",
            "config_to_spec", "build_ops", "param_count", "evaluate", "per_sequence", "max_batch", "parse_quantity",
            "make_traffic", "simulate", "serve_runs", "Model", "Hardware", "Precision", "Layout", "Op", "SpecError",
            "ContextWarning", "DataWarning", "SAVED_RUN", "COUNT_COLUMNS"]
@@ -74,7 +74,7 @@ def _python_names(fn):
 
 
 for _name in ("point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "compare", "weights",
-              "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "launch_settings",
+              "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "fleet", "launch_settings",
               "published_validation",
               "serving_validation"):
     globals()[_name] = _python_names(globals()[_name])

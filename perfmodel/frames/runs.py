@@ -238,7 +238,7 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
              slo_tpot="50ms", percentile=99, mode="roofline", impl=None, disaggregate=False, price=None, slots=256,
              token_budget=2048, requests=None, seeds=3, seed=0, tolerance=0.05, block_size=16, cost_quantum=16,
              weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, max_tokens=None, concurrency=None,
-             workers=None, cluster=None):
+             workers=None, cluster=None, show=False):
     """Goodput under latency SLOs: the largest Poisson request rate at which the percentile TTFT and TPOT
     of the serving simulator meet both SLOs, per (hardware, layout), and with disaggregate=True per split
     into prefill and decode pools (docs/capacity.md).
@@ -274,6 +274,7 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
     workers : int -- local worker processes for the searches (default: this machine's cores; 1: this process)
     cluster : str -- a Dask scheduler address ('tcp://host:8786') or 'local' (a LocalCluster of `workers`
         processes): the searches run there (perfmodel[cluster]); the same table whoever runs them
+    show : bool -- a progress bar on stderr while the searches run, when stderr is a terminal
 
     Returns
     -------
@@ -298,7 +299,7 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
     table, summary = _capacity(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot,
                                percentile, mode, impl, disaggregate, price, slots, token_budget, requests, seeds, seed,
                                tolerance, block_size, cost_quantum, weights_dtype, kv_dtype, act_dtype, sets,
-                               max_tokens, concurrency, workers, cluster)
+                               max_tokens, concurrency, workers, cluster, show)
     df = _frame(table)
     df.attrs["summary"] = summary
     return df
@@ -355,6 +356,43 @@ def published_validation(cases=None, categories=None):
     from ..measure.published import published as _published
 
     return _frame(_published(cases, categories))
+
+
+def fleet(path, workers=None, cluster=None, max_tokens=None):
+    """A fleet plan: one capacity search per row of a YAML or CSV file (model, hardware, gpus or tp/ep/replicas,
+    and optionally the workload, SLOs, mode, impl, price, disaggregate, seeds, dtypes: perfmodel/fleet.py),
+    answered as one DataFrame.
+
+    Parameters
+    ----------
+    path : str -- the fleet file (.csv with a header, else YAML: a list of rows or {{rows: [...]}})
+    workers : int -- local worker processes, one fleet row each (default: this machine's cores; 1: this process)
+    cluster : str -- a Dask scheduler address or 'local' (perfmodel[cluster]); the same table whoever runs it
+    max_tokens : int -- refuse a fleet whose searches are estimated to simulate more generated tokens in all
+        (default 15,000,000)
+
+    Returns
+    -------
+    DataFrame: fleet_row (the file's row, from 0), name, prompt_len, output_len, slo_ttft_s, slo_tpot_s, chosen
+    (the row perfmodel would deploy for that fleet row: pm.launch_settings' choice), then every column of
+    pm.capacity. ``df.attrs["summaries"]`` holds each fleet row's capacity summary.
+
+    Example
+    -------
+    >>> import pathlib, tempfile
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "fleet.csv"
+    >>> _ = f.write_text("name,model,hardware,tp,prompt_len,output_len,seeds,requests\\n"
+    ...                  "small,llama-3.2-1b,l4,1,256,lognormal:median=32,max=128,1,400\\n")
+    >>> df = pm.fleet(str(f), workers=1)
+    >>> df.name[0], bool(df.chosen[0]), int(df.tp[0])
+    ('small', True, 1)
+    """
+    from ..serving import fleet as fl
+
+    table, summaries = fl.plan(path, workers, cluster, max_tokens)
+    df = _frame(table)
+    df.attrs["summaries"] = summaries
+    return df
 
 
 def launch_settings(capacity_frame, engine=None, memory_fraction=0.9, row=None):

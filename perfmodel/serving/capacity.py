@@ -316,8 +316,9 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=
 def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot, percentile, mode,
         impl, disaggregate, price, slots, token_budget, requests, seeds, seed, tolerance, block_size, cost_quantum,
         weights_dtype, kv_dtype, act_dtype, sets, max_tokens, keep=False, concurrency=None, workers=None, cluster=None,
-        show=False) -> tuple[dict, dict]:
-    """capacity(); keep=True also returns every row's search under summary["searches"] (for plots)."""
+        show=False, estimate_only=False) -> tuple[dict, dict]:
+    """capacity(); keep=True also returns every row's search under summary["searches"] (for plots); estimate_only=True
+    returns the generated tokens the searches are estimated to simulate (what --max-tokens bounds), simulating none."""
     from .. import api
     from .api import _slots
     from . import disagg
@@ -371,6 +372,8 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
             biggest = max([p[2] for _, _, _, p in todo if isinstance(p, tuple)] or [wl.requests or 1000])
             est += len(plan) * (len({(l.tp, l.ep) for _, _, lays in plan for l in lays}) + disagg.VERIFY) * \
                 search_tokens(wl, biggest)
+        if estimate_only:
+            return est
         _work(est, max_tokens)
         if keep or conc is not None:  # plots keep each search's instance; closed loops are one run per seed
             for hw, pr, lay, p in todo:

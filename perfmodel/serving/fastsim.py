@@ -69,7 +69,7 @@ class FastCost:
         self.fast = self.fast_decode and self.lay.ep == 1 and not st._depends("prefill")
         self.mcap = int(budget) if budget else 4096  # prefill steps carry at most the budget (whole prompts: grown)
         self._dec_prefix = None  # (device, host, step) arrays over n = 0 .. len - 1
-        self._pre_prefix: dict = {}  # n -> (device, host, step) arrays over M = 0 .. len - 1
+        self._pre_prefix: dict = {}  # (n, M // MBLOCK) -> (device, host, step) lists over that block of M
         self._dec = None  # decode attention: (templates, table rows over the rounded context / q)
         self._affine = None  # decode table columns as c0 + c1 k (so a step's sums are n c0 + c1 sum k), or False
         self._dec_time: dict = {}  # (n, sum k // BLOCK) -> step times over that block of sum k
@@ -96,15 +96,18 @@ class FastCost:
         d, h, s = self._dec_prefix
         return d[n], h[n], s[n]
 
+    MBLOCK = 128  # prefill steps' token counts priced at once per row count
+
     def _prefill_prefix(self, n: int, M: int):
-        v = self._pre_prefix.get(n)
-        if v is None or M >= len(v[0]):
-            size = max(self.mcap + 1, 2 * M if v is not None else M + 1)
-            Ms = np.arange(size, dtype=np.float64)
-            Ms[: n + 1] = n + 1.0  # M > n in a prefill step (placeholders below it)
-            v = self._pre_prefix[n] = self._prefix(float(n), Ms, "prefill")
+        key = (n, M // self.MBLOCK)
+        v = self._pre_prefix.get(key)
+        if v is None:
+            Ms = np.arange(key[1] * self.MBLOCK, (key[1] + 1) * self.MBLOCK, dtype=np.float64)
+            Ms = np.maximum(Ms, n + 1.0)  # M > n in a prefill step (placeholders below it)
+            v = self._pre_prefix[key] = tuple(x.tolist() for x in self._prefix(float(n), Ms, "prefill"))
         d, h, s = v
-        return d[M], h[M], s[M]
+        i = M % self.MBLOCK
+        return d[i], h[i], s[i]
 
     # -- attention terms ------------------------------------------------------------------------
     def _attn_ops(self, T, S, phase):
@@ -159,10 +162,10 @@ class FastCost:
             self._affine = (c0 - c1, c1) if good else False
         return self._affine
 
-    def _decode_time(self, n: int, ks: int):
-        """The time of a decode-only step of n rows whose rounded contexts sum to ks, from a per-n block of ks
-        priced in one vectorized call (the same op list and TimeModel as __call__; the sums are formed as
-        n c0 + c1 ks instead of row by row, which moves the result by float rounding only: a test bounds it)."""
+    def _decode_attn(self, n: int, ks: int) -> tuple:
+        """(device, host, step) time of the decode attention ops of n decode rows whose rounded contexts sum to ks,
+        from a per-n block of ks priced in one vectorized call (the same ops and TimeModel as _fill_decode's; the
+        sums are formed as n c0 + c1 ks instead of row by row, which moves the result by float rounding only)."""
         key = (n, ks // self.BLOCK)
         v = self._dec_time.get(key)
         if v is None:
@@ -181,15 +184,21 @@ class FastCost:
                 op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
                     sums[:, b], sums[:, b + 2], sums[:, b + 3], sums[:, b + 4], sums[:, b + 5])
                 op.w_read = w0[i]
-            dev0, host0, step0 = (float(x) for x in self._decode_prefix(n))
-            dev, host, stp = np.full(K.size, dev0), np.full(K.size, host0), np.full(K.size, step0)
+            dev, host, stp = np.zeros(K.size), np.zeros(K.size), np.zeros(K.size)
             for op, (tc, tmem, t, b, t_cpu, t_step) in zip(filled, self.tm.price(filled, self.hw, self.prec, self.lay)):
                 c = op.count
                 dev = dev + np.asarray(t, dtype=np.float64) * c
                 host = host + np.asarray(t_cpu, dtype=np.float64) * c
                 stp = stp + np.asarray(t_step, dtype=np.float64) * c
-            v = self._dec_time[key] = np.where((host == 0.0) & (stp == 0.0), dev, np.maximum(dev, host) + stp).tolist()
+            v = self._dec_time[key] = list(zip(dev.tolist(), host.tolist(), stp.tolist()))
         return v[ks % self.BLOCK]
+
+    def _decode_time(self, n: int, ks: int) -> float:
+        """A decode-only step of n rows whose rounded contexts sum to ks: the ops with weights plus _decode_attn."""
+        d0, h0, s0 = self._decode_prefix(n)
+        d, h, st = self._decode_attn(n, ks)
+        dev, host, step = float(d0) + d, float(h0) + h, float(s0) + st
+        return dev if (host == 0.0 and step == 0.0) else max(dev, host) + step
 
     def decode_only(self, S: np.ndarray) -> float:
         """__call__(ones, S) for a decode-only step (every row brings one token), by the (n, sum k) table where
@@ -273,6 +282,19 @@ class FastCost:
             op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
                 sums[b], sums[b + 2], sums[b + 3], sums[b + 4], sums[b + 5])
             op.w_read = wmax[i]
+
+    @staticmethod
+    def _fill_one(ops, row: list) -> None:
+        """_fill for one row's terms (a list): the same values, without the reductions over rows."""
+        w = _KEYS + 1
+        for i in range(len(ops)):
+            op, b = ops[i], i * w
+            sf, k = row[b], row[b + _KEYS]
+            if op.keys is not None:
+                op.keys = sf / (sf / k) if sf > 0 else k
+            op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
+                sf, row[b + 2], row[b + 3], row[b + 4], row[b + 5])
+            op.w_read = row[b + 1]
 
     # -- attention data parallel: the busiest of ep groups --------------------------------------------
     GREEDY_ROWS = 256  # up to this many decode rows, MixedStep's greedy longest-first assignment itself
@@ -370,9 +392,13 @@ class FastCost:
             kmax = int(k.max())
             if self._dec is None or kmax >= len(self._dec[1]):
                 self._decode_table(kmax)
-            if nd == n and self._affine_cols() is not False:  # a decode-only step: (n, sum k) says its time
-                return self._decode_time(n, int(k.sum()))
-            ops = self._fill_decode(k)
+            if self._affine_cols() is not False:  # (rows, sum k) say the decode attention's time
+                if nd == n:
+                    return self._decode_time(n, int(k.sum()))
+                d, h, st = self._decode_attn(nd, int(k.sum()))
+                dev, host, step = dev + d, host + h, step + st
+            else:
+                ops = self._fill_decode(k)
         if nd < n:
             Tp, Sp = T[~dec].astype(np.float64), S[~dec].astype(np.float64)
             poly = self._prefill_poly(float(Sp.max()))
@@ -380,6 +406,10 @@ class FastCost:
                 pre = self.base.step._attention("prefill", Tp, Sp)
                 if pre is None:  # the op list's structure changed with the sizes: the exact step
                     return self.base(list(zip(T.tolist(), S.tolist())))
+            elif Tp.size == 1:  # one prompt chunk (the usual mixed step): its terms are one row of the polynomial
+                pre, coef = poly[0], poly[1]
+                t1, s1 = float(Tp[0]), float(Sp[0])
+                self._fill_one(pre, (np.array([1.0, t1, s1, t1 * s1, t1 * t1]) @ coef).tolist())
             else:
                 pre, coef = poly[0], poly[1]
                 self._fill(pre, np.stack([np.ones_like(Tp), Tp, Sp, Tp * Sp, Tp * Tp], axis=1) @ coef)

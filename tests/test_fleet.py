@@ -1,0 +1,120 @@
+"""A fleet plan (issue 24): one capacity search per row of a YAML or CSV file, answered as one DataFrame that holds
+exactly what each search gives alone; the work of the whole fleet bounded up front; bad files one line."""
+import os
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel as pm
+from perfmodel.cli import main
+
+CSV = """name,model,hardware,gpus,tp,prompt_len,output_len,slo_ttft,seeds,requests
+small,llama-3.2-1b,l4,,1,256,"lognormal:median=32,max=128",0.5s,1,400
+pair,llama-3.2-1b,l4,2,,256,"lognormal:median=32,max=128",0.5s,1,400
+"""
+YAML = """
+- {name: small, model: llama-3.2-1b, hardware: l4, tp: 1, prompt_len: 256, output_len: "lognormal:median=32,max=128",
+   slo_ttft: 0.5s, seeds: 1, requests: 400}
+- {name: pair, model: llama-3.2-1b, hardware: l4, gpus: 2, prompt_len: 256, output_len: "lognormal:median=32,max=128",
+   slo_ttft: 0.5s, seeds: 1, requests: 400}
+"""
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.fixture(scope="module")
+def csv_frame(tmp_path_factory):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pm.fleet(_write(tmp_path_factory.mktemp("f"), "fleet.csv", CSV), workers=1)
+
+
+def _same(a, b):
+    for c in b.columns:
+        x, y = a[c].to_numpy(), b[c].to_numpy()
+        if x.dtype.kind == "f":
+            assert np.array_equal(x, y, equal_nan=True), c
+        else:
+            assert list(x) == list(y), c
+
+
+def test_each_fleet_rows_answer_is_its_own_capacity_search(csv_frame):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = pm.capacity("llama-3.2-1b", "l4", gpus=2, prompt_len=256, output_len="lognormal:median=32,max=128",
+                            slo_ttft="0.5s", seeds=1, requests=400, workers=1)
+    got = csv_frame[csv_frame.fleet_row == 1].reset_index(drop=True)
+    assert len(got) == len(alone) and (got.name == "pair").all()
+    _same(got, alone)
+
+
+def test_yaml_and_csv_fleets_give_the_same_table(csv_frame, tmp_path):
+    _same(pm.fleet(_write(tmp_path, "fleet.yaml", YAML), workers=1), csv_frame)
+
+
+def test_workers_give_the_serial_table(csv_frame, tmp_path):
+    _same(pm.fleet(_write(tmp_path, "fleet.csv", CSV), workers=2), csv_frame)
+
+
+def test_one_row_per_fleet_row_is_chosen_where_a_goodput_exists(csv_frame):
+    chosen = csv_frame[csv_frame.chosen]
+    assert sorted(chosen.fleet_row) == [0, 1] and chosen.goodput_rps.notna().all() and chosen.pareto.all()
+
+
+def test_the_fleets_work_is_bounded_in_all_not_per_row(tmp_path, capsys):
+    """Each row alone is under the limit; the two together are not: refused before any simulation."""
+    path = _write(tmp_path, "fleet.csv", CSV)
+    from perfmodel.serving import capacity as cap
+    from perfmodel.serving.fleet import _kwargs, read
+
+    ests = [cap.run(**_kwargs(r), estimate_only=True) for r in read(path)]
+    limit = int(max(ests) * 1.01)
+    assert sum(ests) > limit
+    assert main(["fleet", path, "--max-tokens", str(limit), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-tokens" in err[0], err
+
+
+def test_the_cli_prints_each_rows_choice_and_writes_every_row(tmp_path, capsys, csv_frame):
+    path, out = _write(tmp_path, "fleet.csv", CSV), tmp_path / "all.csv"
+    assert main(["fleet", path, "--workers", "1", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "small" in text and "pair" in text and "2 fleet rows" in text
+    assert len(pd.read_csv(out)) == len(csv_frame)
+
+
+@pytest.mark.parametrize("text,what", [
+    ("name,model,hardware,tpp\nx,llama-3.2-1b,l4,1\n", "tpp: is not a fleet field (did you mean tp?)"),
+    ("name,hardware\nx,l4\n", "model: is required"),
+    ("model,hardware,output_len\nllama-3.2-1b,l4,lognormal:median=3,max=9\n", "more cells than the header"),
+    ("model,hardware,gpus,tp\nllama-3.2-1b,l4,2,1\n", "not both"),
+    ("model,hardware,seeds\nllama-3.2-1b,l4,1.5\n", "seeds: must be a whole number"),
+    ("model,hardware,slo_tpot\nllama-3.2-1b,l4,fast\n", "row 1 (llama-3.2-1b on l4)"),
+    ("model,hardware\n", "has no rows"),
+])
+def test_a_bad_fleet_file_is_one_line_naming_the_row_and_field(text, what, tmp_path, capsys):
+    path = _write(tmp_path, "bad.csv", text)
+    assert main(["fleet", path, "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and what in err[0], err
+
+
+def test_a_device_or_fifo_is_refused_before_reading(tmp_path, capsys):
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        assert main(["fleet", path]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not a regular file" in err[0], err
+
+
+def test_a_fleet_file_over_a_mebibyte_is_refused(tmp_path, capsys):
+    path = _write(tmp_path, "big.csv", "model,hardware\n" + "llama-3.2-1b,l4\n" * 70000)
+    assert main(["fleet", path]) == 2
+    assert "over the 1,048,576-byte limit" in capsys.readouterr().err
