@@ -124,8 +124,12 @@ class Grid:
     """A parsed sweep: its axes, specs and categories, with the row count known before any evaluation."""
 
     def __init__(self, models, hardware, batch, context, weights_dtype=("bf16",), kv_dtype=(None,),
-                 act_dtype="bf16", mode="roofline", sets=None, impl=None, max_rows: int = MAX_ROWS):
+                 act_dtype="bf16", mode="roofline", sets=None, impl=None, max_rows: int = MAX_ROWS, workers=1,
+                 cluster=None):
         from .api import check_mode
+        from .workers import check
+
+        self.workers, self.cluster = check(workers, cluster)
 
         if int(max_rows) < 1:
             raise SpecError("--max-rows", None, f"must be at least 1, got {max_rows}")
@@ -168,25 +172,50 @@ class Grid:
         else:  # one batch value at a time, the context axis in pieces
             spans = [(slice(i, i + 1), slice(j, j + chunk_rows)) for i in range(B.size)
                      for j in range(0, S.size, chunk_rows)]
-        row = 0
-        for m, hw, wd, kd in itertools.product(self.ms, self.hws, self.wds, self.kds):
-            prec = _prec(wd, kd, self.act_dtype)
-            tm = engine.time_model(self.mode, hw, self.impl)
+        import uuid
+
+        tasks, token = [], uuid.uuid4().hex
+        for i, (m, hw, wd, kd) in enumerate(itertools.product(self.ms, self.hws, self.wds, self.kds)):
             const = {"model": cat["model"].index(m.name), "hardware": cat["hardware"].index(hw.key),
                      "weights_dtype": cat["weights_dtype"].index(wd),
                      "kv_dtype": cat["kv_dtype"].index(kd or self.act_dtype), "mode": 0, "impl": 0}
-            for sb, ss in spans:
-                r = engine.evaluate(m, hw, B[sb], S[ss], "decode", self.mode, prec, tm=tm)
-                n = r["latency_s"].size
-                cols = {k: np.full(n, v, dtype=_codes(len(cat[k]))) for k, v in const.items() if k in cat}
-                cols["batch"] = r["batch"].ravel().astype(np.int64)
-                cols["context"] = r["context"].ravel().astype(np.int64)
-                for k in FLOATS:
-                    cols[k] = np.ascontiguousarray(r[k]).ravel()
-                cols["fits"] = np.ascontiguousarray(r["fits"]).ravel()
-                cols["bound"] = (np.ascontiguousarray(r["bound"]).ravel() == "memory").astype(np.int8)
-                yield row, cols
-                row += n
+            const = {k: (v, _codes(len(cat[k]))) for k, v in const.items() if k in cat}
+            tasks += [((token, i), m, hw, wd, kd, self.act_dtype, self.mode, self.impl, B[sb], S[ss], const)
+                      for sb, ss in spans]
+        row = 0
+        if self.workers == 1 and self.cluster is None or len(tasks) == 1:
+            blocks = map(_block, tasks)  # in this process (the time model built once per spec, below)
+        else:
+            from . import workers
+
+            blocks = workers.imap(_block, tasks, self.workers, self.cluster)
+        for cols in blocks:
+            yield row, cols
+            row += cols["batch"].size
+
+
+_TM: dict = {}  # the last spec's time model in this process, by (sweep token, spec index): its blocks share it
+
+
+def _block(t: tuple) -> dict:
+    """One block of a sweep: (model, hardware, weights, KV, act, mode, impl, batch values, context values, constant
+    columns) -> its columns (a task for perfmodel.workers; the same arrays wherever it runs)."""
+    key, m, hw, wd, kd, act, mode, impl, B, S, const = t  # key: (the sweep's token, the spec's index)
+    prec = _prec(wd, kd, act)
+    tm = _TM.get(key)
+    if tm is None:
+        _TM.clear()
+        tm = _TM[key] = engine.time_model(mode, hw, impl)
+    r = engine.evaluate(m, hw, B, S, "decode", mode, prec, tm=tm)
+    n = r["latency_s"].size
+    cols = {k: np.full(n, v, dtype=dt) for k, (v, dt) in const.items()}
+    cols["batch"] = r["batch"].ravel().astype(np.int64)
+    cols["context"] = r["context"].ravel().astype(np.int64)
+    for k in FLOATS:
+        cols[k] = np.ascontiguousarray(r[k]).ravel()
+    cols["fits"] = np.ascontiguousarray(r["fits"]).ravel()
+    cols["bound"] = (np.ascontiguousarray(r["bound"]).ravel() == "memory").astype(np.int8)
+    return cols
 
 
 def grid_size(models, hardware, batch, context, weights_dtype=("bf16",), kv_dtype=(None,),
@@ -200,9 +229,11 @@ def grid_size(models, hardware, batch, context, weights_dtype=("bf16",), kv_dtyp
 
 
 def iter_chunks(models, hardware, batch, context, weights_dtype=("bf16",), kv_dtype=(None,), act_dtype="bf16",
-                mode="roofline", sets=None, chunk_rows: int = 1_000_000, impl=None, max_rows: int = MAX_ROWS):
+                mode="roofline", sets=None, chunk_rows: int = 1_000_000, impl=None, max_rows: int = MAX_ROWS,
+                workers=1, cluster=None):
     """Yields dicts of flat columns (text as numpy object arrays), about chunk_rows rows each."""
-    g = Grid(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, impl, max_rows)
+    g = Grid(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, impl, max_rows, workers,
+             cluster)
     lookup = {k: np.array(v, dtype=object) for k, v in g.categories.items()}
     for _, cols in g.blocks(chunk_rows):
         yield {k: (lookup[k][cols[k]] if k in lookup else cols[k]) for k in g.columns}
@@ -210,12 +241,14 @@ def iter_chunks(models, hardware, batch, context, weights_dtype=("bf16",), kv_dt
 
 def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="128:131072:x2",
           weights_dtype=("bf16",), kv_dtype=(None,), act_dtype="bf16", mode="roofline", sets=None, out=None,
-          chunk_rows: int = 1_000_000, progress: bool | None = None, impl=None, max_rows: int = MAX_ROWS):
+          chunk_rows: int = 1_000_000, progress: bool | None = None, impl=None, max_rows: int = MAX_ROWS, workers=1,
+          cluster=None):
     """The whole grid as a DataFrame (text columns categorical), or streamed to `out` (.csv or .parquet).
 
     With `out`, returns {"path", "rows", "seconds"}; memory stays one block whatever the row count, and the
     file appears only when complete (perfmodel.fileio): an interrupted sweep leaves any previous file as it
-    was. More than max_rows rows (default 10^7, about 10 s here) is refused up front.
+    was. More than max_rows rows (default 10^7, about 10 s here) is refused up front. workers, cluster: who
+    evaluates the blocks (perfmodel.workers; default this process): the same rows in the same order.
     """
     if out is not None:
         path = Path(out)
@@ -226,7 +259,8 @@ def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="
         check_writable(path, "-o")  # before any work
     if int(chunk_rows) < 1:
         raise SpecError("--chunk-rows", None, f"must be at least 1, got {chunk_rows}")
-    g = Grid(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, impl, max_rows)
+    g = Grid(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, impl, max_rows, workers,
+             cluster)
     bar = _Progress(g.rows, progress)
     t0 = time.perf_counter()
     try:

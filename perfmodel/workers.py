@@ -131,21 +131,9 @@ def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
 
 
 def _dask(fn, tasks: list, n: int, address: str, bar: _Progress) -> list:
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError:
-        raise SpecError("--cluster", None, "needs Dask distributed: pip install 'perfmodel[cluster]'") from None
-    local = None
-    try:
-        if address == "local":
-            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-            client = Client(local)
-        else:
-            client = Client(address, timeout="10s")
-    except (OSError, TimeoutError, ValueError) as e:
-        if local is not None:
-            local.close()
-        raise SpecError("--cluster", None, f"cannot reach a Dask scheduler at {address!r}: {e}") from None
+    from distributed import as_completed
+
+    client, local = _client(address, n)
     try:
         futs = client.map(fn, tasks, pure=False)
         index = {f.key: i for i, f in enumerate(futs)}
@@ -156,3 +144,62 @@ def _dask(fn, tasks: list, n: int, address: str, bar: _Progress) -> list:
         client.close()
         if local is not None:
             local.close()
+
+def imap(fn, tasks, workers=None, cluster=None, window: int | None = None):
+    """fn(t) for t in tasks, yielded in order as they finish, with at most `window` tasks in flight (default 2 x
+    workers): for a stream of large results (a sweep's blocks) that must not all be held at once."""
+    n, cluster = check(workers, cluster)
+    tasks = iter(tasks)
+    if cluster is None and n == 1:
+        for t in tasks:
+            yield fn(t)
+        return
+    window = max(1, window or 2 * n)
+    from collections import deque
+
+    pending: deque = deque()
+    if cluster is not None:
+        client, local = _client(cluster, n)
+        submit = lambda t: client.submit(fn, t, pure=False)  # noqa: E731
+        close = lambda: (client.close(), local.close() if local is not None else None)  # noqa: E731
+    else:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        ex = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_signals)
+        submit = lambda t: ex.submit(fn, t)  # noqa: E731
+
+        def close():
+            for p in list(getattr(ex, "_processes", {}).values()):
+                p.terminate()
+            ex.shutdown(wait=False, cancel_futures=True)
+    try:
+        for t in tasks:
+            pending.append(submit(t))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for f in pending:
+            f.cancel()
+        close()
+
+
+def _client(address: str, n: int):
+    """(Client, LocalCluster or None) for a scheduler address or 'local'; one SpecError line when unreachable."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SpecError("--cluster", None, "needs Dask distributed: pip install 'perfmodel[cluster]'") from None
+    local = None
+    try:
+        if address == "local":
+            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            return Client(local), local
+        return Client(address, timeout="10s"), None
+    except (OSError, TimeoutError, ValueError) as e:
+        if local is not None:
+            local.close()
+        raise SpecError("--cluster", None, f"cannot reach a Dask scheduler at {address!r}: {e}") from None

@@ -131,3 +131,20 @@ def test_a_search_shows_a_progress_bar_on_a_terminal_and_not_in_a_pipe():
     assert "capacity: layouts" in drawn and "goodput" in drawn
     piped = subprocess.run([sys.executable, "-m", "perfmodel", *argv], capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and piped.stderr == "" and "capacity: layouts" not in piped.stdout
+
+
+def test_a_sweep_gives_the_same_rows_in_the_same_order_whoever_evaluates_its_blocks(tmp_path):
+    kw = dict(models="llama-3.2-1b,qwen3-0.6b", hardware="l4,h100-sxm", batch="1:64:x2", context="128:8192:x2",
+              chunk_rows=7)
+    a = pm.sweep(**kw, workers=1)
+    b = pm.sweep(**kw, workers=2)
+    assert len(a) == 2 * 2 * 7 * 7 and a.equals(b)
+    outs = []
+    for w in (1, 2):
+        p = tmp_path / f"s{w}.csv"
+        pm.sweep(**kw, workers=w, out=str(p))
+        outs.append(p.read_bytes())
+    assert outs[0] == outs[1]
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        assert a.equals(pm.sweep(**kw, cluster=lc.scheduler_address))

@@ -9,8 +9,12 @@ import typer
 from .. import api
 from ..errors import SpecError
 from ..report import render
-from .common import (_one, ADtype, app, Energy, Fmt, Hardware, Impl, KVDtype, Mode, mode_note, Price, Sets, WDtype, _ECON,
+from .common import (_one, ADtype, app, Cluster, Energy, Fmt, Hardware, Impl, KVDtype, Mode, mode_note, Price, Sets, WDtype, _ECON,
                      _fmt, _ints, _out, _sets)
+
+
+def _auto(workers):
+    return None if workers is not None and str(workers).strip().lower() == "auto" else workers
 
 
 @app.command()
@@ -25,7 +29,10 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--mode
           chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", metavar="<int>", help="Rows evaluated per block (at most)."),
           max_rows: Optional[int] = typer.Option(None, "--max-rows", metavar="<int>", help="Refuse a grid of more rows than this; default 10,000,000 (about 10 s to CSV here)."),
           progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Default: on a terminal."),
-          fmt: str = Fmt, impl: Optional[str] = Impl):
+          fmt: str = Fmt, impl: Optional[str] = Impl,
+          workers: Optional[str] = typer.Option("1", "--workers", metavar="<int|auto>",
+                                                help="Local worker processes evaluating the blocks (default 1; auto: the cores)."),
+          cluster: Optional[str] = Cluster):
     """Decode metrics over a whole grid (models x hardware x formats x batch x context), vectorized."""
     from .. import grid as sw
 
@@ -33,7 +40,7 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--mode
     max_rows = sw.MAX_ROWS if max_rows is None else max_rows
     if out:
         r = sw.sweep(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype, mode, _sets(sets),
-                     out, chunk_rows, progress, impl, max_rows)
+                     out, chunk_rows, progress, impl, max_rows, _auto(workers), cluster)
         sys.stderr.write(f"wrote {r['rows']:,} rows to {r['path']} in {r['seconds']:.2f} s\n")
         return
     if chunk_rows < 1:
@@ -42,7 +49,7 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--mode
     if n > 100_000:
         raise SpecError("sweep", None, f"{n:,} rows: write them to a file with -o FILE.csv")
     t = api.concat(list(sw.iter_chunks(models, hardware, batch, context, weights_dtype.split(","), kv, act_dtype,
-                                       mode, _sets(sets), chunk_rows, impl, max_rows)))
+                                       mode, _sets(sets), chunk_rows, impl, max_rows, _auto(workers), cluster)))
     _out(render(t, _fmt(fmt)))
     if fmt == "table":
         _out(mode_note(mode, impl, hardware, _sets(sets)))

@@ -87,7 +87,7 @@ def plan(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, context=4096, batch
 
 def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="128:131072:x2",
           weights_dtype=("bf16",), kv_dtype=(None,), act_dtype="bf16", mode="roofline", sets=None, out=None,
-          chunk_rows=1_000_000, progress=None, impl=None, max_rows=10_000_000):
+          chunk_rows=1_000_000, progress=None, impl=None, max_rows=10_000_000, workers=1, cluster=None):
     """Decode metrics over a whole grid: models x hardware x weight formats x KV formats x batch x context.
 
     Parameters
@@ -104,6 +104,8 @@ def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="
     progress : bool -- a progress bar (default: on a terminal)
     impl : {_IMPL}
     max_rows : int -- refuse a bigger grid
+    workers : int -- local worker processes evaluating the blocks (default 1: this process; None: the cores)
+    cluster : str -- a Dask scheduler address or 'local' (perfmodel[cluster]); the same rows in the same order
 
     Returns
     -------
@@ -119,7 +121,7 @@ def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="
     from ..grid import sweep as _sweep
 
     r = _sweep(models, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, mode, sets, out, chunk_rows,
-               progress, impl, max_rows)
+               progress, impl, max_rows, workers, cluster)
     return r if out is not None else _frame(r)
 
 

@@ -69,7 +69,7 @@ class FastCost:
         self.fast = self.fast_decode and self.lay.ep == 1 and not st._depends("prefill")
         self.mcap = int(budget) if budget else 4096  # prefill steps carry at most the budget (whole prompts: grown)
         self._dec_prefix = None  # (device, host, step) arrays over n = 0 .. len - 1
-        self._pre_prefix: dict = {}  # (n, M // MBLOCK) -> (device, host, step) lists over that block of M
+        self._pre_prefix: dict = {}  # n // NBLOCK -> (device, host, step) arrays over (n in the block, M)
         self._dec = None  # decode attention: (templates, table rows over the rounded context / q)
         self._affine = None  # decode table columns as c0 + c1 k (so a step's sums are n c0 + c1 sum k), or False
         self._dec_time: dict = {}  # (n, sum k // BLOCK) -> step times over that block of sum k
@@ -96,18 +96,24 @@ class FastCost:
         d, h, s = self._dec_prefix
         return d[n], h[n], s[n]
 
-    MBLOCK = 128  # prefill steps' token counts priced at once per row count
+    NBLOCK = 32  # prefill steps' row counts priced at once, each over every token count up to the budget
 
     def _prefill_prefix(self, n: int, M: int):
-        key = (n, M // self.MBLOCK)
+        """(device, host, step) of the ops with weights of a prefill step of n rows and M tokens, from a table over
+        a block of NBLOCK row counts x the token counts 0 .. max(budget, M) priced in one vectorized call; each
+        entry is computed elementwise, so the table does not depend on which block or size asked first."""
+        key = n // self.NBLOCK
         v = self._pre_prefix.get(key)
-        if v is None:
-            Ms = np.arange(key[1] * self.MBLOCK, (key[1] + 1) * self.MBLOCK, dtype=np.float64)
-            Ms = np.maximum(Ms, n + 1.0)  # M > n in a prefill step (placeholders below it)
-            v = self._pre_prefix[key] = tuple(x.tolist() for x in self._prefix(float(n), Ms, "prefill"))
+        if v is None or M >= v[0].shape[1]:
+            size = max(self.mcap + 1, 2 * M if v is not None else M + 1)
+            ns = np.arange(key * self.NBLOCK, (key + 1) * self.NBLOCK, dtype=np.float64)[:, None]
+            Ms = np.arange(size, dtype=np.float64)[None, :]
+            Ms = np.maximum(Ms, ns + 1.0)  # M > n in a prefill step (placeholders below it)
+            ns = np.maximum(ns, 1.0) + 0.0 * Ms  # n = 0 never occurs
+            v = self._pre_prefix[key] = self._prefix(ns, Ms, "prefill")
         d, h, s = v
-        i = M % self.MBLOCK
-        return d[i], h[i], s[i]
+        r = n % self.NBLOCK
+        return d[r, M], h[r, M], s[r, M]
 
     # -- attention terms ------------------------------------------------------------------------
     def _attn_ops(self, T, S, phase):
