@@ -1,85 +1,102 @@
-"""How long a capacity search takes (a benchmark, not a test).
+"""How long a capacity search takes, as a user runs it (a benchmark, not a test): issue 24's table.
 
-    python bench/bench_capacity.py [--model llama-3.1-70b] [--hardware h100-sxm] [--disaggregate]
+    python bench/bench_capacity.py [--workers 1,2] [--quick] [--json bench/results/capacity-DATE.json]
 
-Cases: one layout (tp=8), every layout of 8 devices, and with --disaggregate every split of them into
-prefill and decode pools; default workload and SLOs of `perfmodel capacity` (chat-like lengths, p99 TTFT
-1 s and TPOT 50 ms, three seeds). It prints the wall time, the simulations run, the tokens they
-generated and the simulated tokens per second; and, for comparison, one trace of the first case
-through scheduler.simulate (the per-sequence Python simulator that fastsim replays).
+Each case is the CLI command a user types, run in a fresh process (process start included), once per
+--workers value; the simulated tokens per second come from the same searches run in this process with a
+counter on fastsim.run (one worker). Cases (issue 24's targets):
+
+| case | target |
+|---|---|
+| `capacity -m llama-3.1-8b -H h100-sxm` (default workload) | <= 3 s |
+| `capacity -m llama-3.1-70b -H h100-sxm --gpus 8` (every layout) | <= 15 s |
+| the same with `--disaggregate` | <= 30 s |
+| `serve-sim` 100k requests, 64 slots (continuous batching) | <= 10 s |
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from perfmodel.serving import capacity as cap, fastsim  # noqa: E402
+CASES = [
+    ("8B, 1 H100, default workload", ["capacity", "-m", "llama-3.1-8b", "-H", "h100-sxm"], 3.0,
+     dict(model="llama-3.1-8b", hardware="h100-sxm")),
+    ("70B, 8 GPUs, all layouts", ["capacity", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--gpus", "8"], 15.0,
+     dict(model="llama-3.1-70b", hardware="h100-sxm", gpus=8)),
+    ("70B, 8 GPUs, all layouts, --disaggregate",
+     ["capacity", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--gpus", "8", "--disaggregate"], 30.0,
+     dict(model="llama-3.1-70b", hardware="h100-sxm", gpus=8, disaggregate=True)),
+    ("serve-sim 100k requests, 64 slots",
+     ["serve-sim", "--policy", "continuous", "--requests", "100000", "--slots", "64"], 10.0, None),
+]
 
-_run = fastsim.run
-COUNT = {"sims": 0, "tokens": 0}
 
-
-def _counted(*a, **kw):
-    r = _run(*a, **kw)
-    COUNT["sims"] += 1
-    COUNT["tokens"] += r["generated"]
-    return r
-
-
-def case(label: str, **kw) -> tuple:
-    COUNT.update(sims=0, tokens=0)
+def cli(argv: list, workers: str) -> tuple[float, int, str]:
+    extra = ["--workers", workers] if argv[0] == "capacity" else []
     t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        table, _ = cap.capacity(max_tokens=10**12, **kw)
-    dt = time.perf_counter() - t
-    best = max((g for g in table["goodput_rps"] if g == g), default=float("nan"))
-    print(f"{label:44s} {dt:8.2f} {COUNT['sims']:5d} {COUNT['tokens']:12,d} {COUNT['tokens'] / dt:12,.0f} "
-          f"{best:9.4g}")
-    return dt, table
+    p = subprocess.run([sys.executable, "-m", "perfmodel", *argv, *extra, "--max-tokens", "10000000000"],
+                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return time.perf_counter() - t, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
+
+
+def simulated(kw: dict) -> tuple[int, int]:
+    """(simulations, generated tokens) of the search, counted in this process."""
+    from perfmodel.serving import capacity as cap, fastsim
+
+    run, count = fastsim.run, {"sims": 0, "tokens": 0}
+
+    def counted(*a, **k):
+        r = run(*a, **k)
+        count["sims"] += 1
+        count["tokens"] += r["generated"]
+        return r
+
+    fastsim.run = cap.fastsim.run = counted
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cap.capacity(max_tokens=10**13, workers=1, **kw)
+    finally:
+        fastsim.run = cap.fastsim.run = run
+    return count["sims"], count["tokens"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="llama-3.1-70b")
-    ap.add_argument("--hardware", default="h100-sxm")
-    ap.add_argument("--disaggregate", action="store_true")
+    ap.add_argument("--workers", default="1,2", help="comma list of --workers values to time")
+    ap.add_argument("--quick", action="store_true", help="only the first case")
+    ap.add_argument("--json", default=None, help="also write the results here")
     a = ap.parse_args()
-    fastsim.run = _counted
-    cap.fastsim.run = _counted
-    print(f"{a.model} on {a.hardware}; default workload and SLOs of `perfmodel capacity`")
-    print(f"{'case':44s} {'seconds':>8s} {'sims':>5s} {'tokens':>12s} {'tokens/s':>12s} {'best rps':>9s}")
-    case("one layout (tp=8), 3 seeds", model=a.model, hardware=a.hardware, tp=8)
-    case("every layout of 8 devices (--gpus 8)", model=a.model, hardware=a.hardware, gpus=8)
-    if a.disaggregate:
-        case("--gpus 8 --disaggregate", model=a.model, hardware=a.hardware, gpus=8, disaggregate=True)
-    fastsim.run = _run
-    # the same first trace through the per-sequence simulator, for scale
-    from perfmodel.ops import Layout, Precision
-    from perfmodel.serving import StepCost, make_traffic, simulate
-    from perfmodel.specs import load_hardware, load_model
-
-    m, hw = load_model(a.model), load_hardware(a.hardware)
-    lay = Layout(8, 1, 1, 1)
-    wl = cap.Workload(cap.DEFAULT_PROMPT, cap.DEFAULT_OUTPUT, "1s", "50ms", 99, 1, 0, None, 0.05)
-    inst = cap.Instance(m, hw, Precision(), lay, "roofline", None, 16, cap.BUDGET, cap.SLOTS, 16)
-    an = cap.analytic(inst, wl)
-    n = cap.trace_length(wl, an)
-    tr = make_traffic(n, an["rate"] / 1.15, None, cap.DEFAULT_PROMPT, cap.DEFAULT_OUTPUT, 1, 0, 0)
-    for label, fn in (("scheduler.simulate", lambda: simulate(m, hw, tr, "continuous", cap.SLOTS, "paged", 16, True,
-                                                                  "chunked", cap.BUDGET, layout=lay,
-                                                                  cost=StepCost(m, hw, Precision(), 16, lay))),
-                      ("fastsim.run (cold step cost)", lambda: fastsim.run(
-                          tr.arrival, tr.prompt, tr.outputs[:, 0], inst.sizes,
-                          fastsim.FastCost(StepCost(m, hw, Precision(), 16, lay), cap.BUDGET), cap.SLOTS, cap.BUDGET))):
-        t = time.perf_counter()
-        fn()
-        print(f"one trace of {n} requests at {an['rate'] / 1.15:.3g}/s, {label:30s} {time.perf_counter() - t:6.2f} s")
+    out = []
+    print(f"{'case':44s} {'target':>7s} " + " ".join(f"{'w=' + w:>9s}" for w in a.workers.split(","))
+          + f" {'sims':>5s} {'tokens':>12s} {'tok/s (w=1)':>12s}")
+    for label, argv, target, kw in CASES[:1] if a.quick else CASES:
+        times = {}
+        for w in a.workers.split(","):
+            dt, rc, last = cli(argv, w)
+            times[w] = dt if rc == 0 else f"exit {rc}: {last}"
+        sims = toks = 0
+        if kw is not None:
+            sims, toks = simulated(kw)
+        w1 = times.get("1")
+        rate = toks / w1 if isinstance(w1, float) and toks else float("nan")
+        print(f"{label:44s} {target:6.0f}s " + " ".join(f"{v:8.2f}s" if isinstance(v, float) else f"{v[:9]:>9s}"
+                                                       for v in times.values())
+              + f" {sims:5d} {toks:12,d} {rate:12,.0f}")
+        out.append({"case": label, "argv": argv, "target_s": target, "seconds": times, "sims": sims,
+                    "tokens": toks, "tokens_per_s_one_worker": rate})
+    if a.json:
+        Path(a.json).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count(),
+                                            "results": out}, indent=1))
 
 
 if __name__ == "__main__":

@@ -67,6 +67,10 @@ class _Progress:
         if self.bar is not None:
             self.bar.advance(self.task)
 
+    def set(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()

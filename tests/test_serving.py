@@ -1,6 +1,7 @@
 """The serving simulator: conservation, causality, the batching law, KV memory laws, traces, the CLI."""
 import csv
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -343,3 +344,52 @@ def test_separate_prefill_steps_hold_as_many_whole_prompts_as_the_token_budget_a
     first = np.asarray(r.requests["first_token_s"])
     assert len(np.unique(first)) == 4 // per_step
     assert np.all(np.unique(first, return_counts=True)[1] == per_step)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(model="llama-2-13b", hardware="l40s", requests=300, rate=12.0, slots=None, token_budget=512,
+         prompt_len="lognormal:median=600,max=2500", output_len="lognormal:median=200,max=1500"),  # preemptions
+    dict(model="llama-3.1-8b", hardware="h100-sxm", requests=400, rate=30.0, slots=16, prefill="separate",
+         token_budget=4096, prompt_len="uniform:16,900", output_len="lognormal:median=40,max=400"),
+    dict(model="qwen3-30b-a3b", hardware="h200", requests=200, slots=64, concurrency=16, warmup=32,
+         prompt_len=512, output_len=128),  # a closed loop, MoE
+    dict(model="mistral-7b", hardware="h100-sxm", requests=200, rate=20.0, slots=32, token_budget=2048),  # window
+])
+def test_continuous_serve_sim_through_fastsim_is_the_per_sequence_simulator(kw):
+    """serve_runs sends continuous paged runs (one sample, no shared prefix) through fastsim with its iteration log:
+    every request's times, the iteration timeline and the summary equal scheduler.simulate's (times to 1e-9: the
+    vectorized step cost sums in another order)."""
+    from perfmodel.serving import api as sapi
+    from perfmodel.serving.scheduler import simulate as slow
+
+    kw = dict(kw, policy="continuous")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = sapi.serve_runs(**kw)[0]
+        orig = sapi._fast
+        sapi._fast = lambda m, hw, tr, slots, block, sharing, prefill, budget, prec, cost, lay, conc, warm, tick: slow(
+            m, hw, tr, "continuous", slots, "paged", block, sharing, prefill, budget, prec, cost=cost, layout=lay,
+            concurrency=conc, warmup=warm)
+        try:
+            ref = sapi.serve_runs(**kw)[0]
+        finally:
+            sapi._fast = orig
+    for k, v in ref.requests.items():
+        got = fast.requests[k]
+        if np.asarray(v).dtype.kind == "f":
+            assert np.allclose(got, v, rtol=1e-9, atol=1e-9, equal_nan=True), k  # s: a difference of two times
+        else:
+            assert np.array_equal(got, v), k
+    for k, v in ref.timeline.items():
+        got = fast.timeline[k]
+        if k == "kind":
+            assert list(got) == list(v)
+        else:
+            assert np.allclose(got, v, rtol=1e-9, atol=1e-3 if "bytes" in k else 1e-9), k
+    for k, v in ref.summary.items():
+        if k == "step_evaluations":
+            continue  # FastCost counts its calls its own way
+        if isinstance(v, float):
+            assert fast.summary[k] == pytest.approx(v, rel=1e-7, abs=1e-9, nan_ok=True), k
+        else:
+            assert fast.summary[k] == v, k

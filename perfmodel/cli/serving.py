@@ -108,7 +108,7 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
                               prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, _budget(token_budget),
                               seed, weights_dtype, kv_dtype, act_dtype, _sets(sets), cost_quantum, tp, pp, ep,
-                              replicas, price, energy, mode, impl, max_tokens, concurrency, warmup)
+                              replicas, price, energy, mode, impl, max_tokens, concurrency, warmup, show=fmt == "table")
     econ = [c for c in serving.ECONOMICS if c in runs[0].summary]
     extra = [c for c in ["impl"] + serving.CLOSED if c in runs[0].summary]
     table = serving._table([r.summary for r in runs], serving.SUMMARY + extra + econ)

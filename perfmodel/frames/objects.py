@@ -292,7 +292,7 @@ def make_traffic(requests=None, rate=None, trace=None, prompt_len="512", output_
 
 def simulate(model, hw, traffic, policy="continuous", slots=8, kv_manager="paged", block_size=16, sharing=True,
              prefill="chunked", token_budget=None, prec=None, cost_quantum=16, cost=None, layout=None, concurrency=None,
-             warmup=0):
+             warmup=0, progress=None):
     """One policy on one traffic: the iteration-level scheduler on the engine's step cost.
 
     Parameters
@@ -314,6 +314,7 @@ def simulate(model, hw, traffic, policy="continuous", slots=8, kv_manager="paged
     concurrency : int -- a closed loop of N clients: the traffic's first N requests arrive at their times,
         request N + k the instant the k-th returns
     warmup : int -- requests run first and left out of the summary
+    progress : callable -- progress(requests done), called every 256 iterations (a progress bar's hook)
 
     Returns
     -------
@@ -329,7 +330,7 @@ def simulate(model, hw, traffic, policy="continuous", slots=8, kv_manager="paged
     from ..serving import simulate as _simulate
 
     return _simulate(model, hw, traffic, policy, slots, kv_manager, block_size, sharing, prefill, token_budget, prec,
-                     cost_quantum, cost, layout, concurrency, warmup)
+                     cost_quantum, cost, layout, concurrency, warmup, progress)
 
 
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None, trace=None,
@@ -337,7 +338,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
                weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
                replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None, concurrency=None,
-               warmup=None) -> list:
+               warmup=None, show=False) -> list:
     """serve_sim's runs themselves: a SimResult per policy, with the per-request rows and the
     per-iteration timeline (what plots.serving draws). Parameters as in serve_sim.
 
@@ -356,7 +357,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     return serving.serve_runs(model, hardware, policy, requests, slots, rate, trace, prompt_len, output_len,
                               kv_manager, block_size, shared_prefix, samples, sharing, prefill, token_budget, seed,
                               weights_dtype, kv_dtype, act_dtype, sets, cost_quantum, tp, pp, ep, replicas, price,
-                              energy, mode, impl, max_tokens, concurrency, warmup)
+                              energy, mode, impl, max_tokens, concurrency, warmup, show)
 
 
 # ---------------------------------------------------------------- notebooks

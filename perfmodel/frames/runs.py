@@ -130,7 +130,7 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
               shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
               weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
               replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None, concurrency=None,
-              warmup=None):
+              warmup=None, show=False):
     """The serving simulator: static and/or continuous batching of a generated (or traced) traffic
     on one replica, each iteration priced by the engine. One summary row per policy.
 
@@ -165,6 +165,7 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
         vLLM bench serve --max-concurrency, AIPerf --concurrency) instead of open-loop arrivals; requests
         then defaults to 10 N
     warmup : int -- closed loop: the first requests, run but not measured (default 2 N)
+    show : bool -- a progress bar on stderr (requests done) while it simulates, when stderr is a terminal
 
     Returns
     -------
@@ -184,7 +185,7 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
     return _frame(serving.serve_sim(model, hardware, policy, requests, slots, rate, trace, prompt_len, output_len,
                                     kv_manager, block_size, shared_prefix, samples, sharing, prefill, token_budget, seed,
                                     weights_dtype, kv_dtype, act_dtype, sets, cost_quantum, tp, pp, ep, replicas, price,
-                                    energy, mode, impl, max_tokens, concurrency, warmup))
+                                    energy, mode, impl, max_tokens, concurrency, warmup, show))
 
 
 def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
@@ -384,7 +385,7 @@ def fleet(path, workers=None, cluster=None, max_tokens=None):
     >>> import pathlib, tempfile
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "fleet.csv"
     >>> _ = f.write_text("name,model,hardware,tp,prompt_len,output_len,seeds,requests\\n"
-    ...                  "small,llama-3.2-1b,l4,1,256,lognormal:median=32,max=128,1,400\\n")
+    ...                  "small,llama-3.2-1b,l4,1,256,64,1,400\\n")
     >>> df = pm.fleet(str(f), workers=1)
     >>> df.name[0], bool(df.chosen[0]), int(df.tp[0])
     ('small', True, 1)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..errors import SpecError
+from .kvmemory import kv_sizes
 from .scheduler import POLICIES, StepCost, simulate
 from ..timemodel import impl_name
 from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, _whole, make_traffic
@@ -77,12 +78,53 @@ def _overload(runs, model: str, device: str) -> None:
                           LoadWarning, stacklevel=3)
 
 
+def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, cost, lay, conc, warm, progress=None):
+    """scheduler.simulate(policy="continuous", kv_manager="paged") for one sample per request and no shared prefix,
+    through fastsim.run with its iteration log: the same requests, iterations and summary (tests/test_serving.py
+    holds them to scheduler.simulate's), at a fraction of the time on long traces."""
+    from . import fastsim
+    from .scheduler import PREFILL, result
+
+    if prefill not in PREFILL:
+        raise SpecError("--prefill", None, f"must be one of {', '.join(PREFILL)}, got {prefill!r}")
+    slots = None if slots is None else _whole(slots, "--slots")
+    budget = None if token_budget is None else _whole(token_budget, "--token-budget")
+    block = _whole(block_size, "--block-size")
+    conc = None if conc is None else _whole(conc, "--concurrency")
+    warm = _whole(warm, "--warmup", 0)
+    if warm >= tr.n:
+        raise SpecError("--warmup", None, f"{warm} warm-up requests leave none of the {tr.n} to measure")
+    sizes = kv_sizes(m, hw, prec, lay)
+    P, O = tr.prompt.astype(np.int64), tr.outputs[:, 0].astype(np.int64)
+    if P.size and (P + O).max() > sizes.max_context:
+        i = int(np.argmax(P + O > sizes.max_context))
+        raise SpecError(tr.where[i], None, f"prompt {P[i]} + output {O[i]} tokens exceed {m.name}'s max_context "
+                                           f"({sizes.max_context})")
+    ok = fastsim.fits_alone(sizes, block, P, O)
+    if not ok.all():
+        i = int(np.argmin(ok))
+        raise SpecError(tr.where[i], None, f"its KV cache does not fit in the {sizes.capacity:.4g} B left after "
+                                           f"{m.name}'s weights")
+    fc = fastsim.FastCost(cost, budget)
+    log: list = []
+    r = fastsim.run(tr.arrival, P, O, sizes, fc, slots, budget, prefill, block, concurrency=conc, log=log,
+                    progress=progress)
+    done = r["done"]
+    label = {"kv_manager": "paged" + ("+shared" if sharing else ""),
+             "prefill": prefill if budget is None else f"{prefill}/{budget}"}
+    if conc is not None:
+        label["concurrency"] = conc
+    return result(tr, r["arrival"], r["first"], r["last"], done, r["preemptions"], (done >= 0).astype(np.int64), log,
+                  r["generated"], cost.mode, fc.calls, sizes, "continuous",
+                  {**label, "slots": math.inf if slots is None else slots}, warm)
+
+
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None,
                trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
                block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
                seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
                cost_quantum=16, tp=1, pp=1, ep=1, replicas=1, price=None, energy=False, mode="roofline",
-               impl=None, max_tokens=None, concurrency=None, warmup=None) -> list:
+               impl=None, max_tokens=None, concurrency=None, warmup=None, show=False) -> list:
     """The SimResults of `policy` (static, continuous or both) on one generated or traced traffic.
 
     concurrency=N: a closed loop of N clients instead of open-loop arrivals (vLLM `bench serve
@@ -123,8 +165,22 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     _bound(len(pols), max_tokens, tr=tr)
     one = lay.__class__(lay.tp, 1, lay.ep, 1)
     cost = StepCost(m, hw, prec, cost_quantum, one, mode, impl)
-    runs = [simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill, token_budget, prec,
-                     cost=cost, layout=one, concurrency=conc, warmup=warm) for p in pols]
+    from ..workers import _Progress
+
+    bar = _Progress(tr.n * len(pols), "serve-sim: requests", show)
+    runs = []
+    try:
+        for i, p in enumerate(pols):
+            tick = (lambda k, i=i: bar.set(i * tr.n + k)) if bar.bar is not None else None
+            if p == "continuous" and kv_manager == "paged" and tr.outputs.shape[1] == 1 and not tr.shared_prefix:
+                runs.append(_fast(m, hw, tr, _slots(slots), block_size, sharing, prefill, token_budget, prec, cost, one,
+                                  conc, warm, tick))
+            else:
+                runs.append(simulate(m, hw, tr, p, _slots(slots), kv_manager, block_size, sharing, prefill,
+                                     token_budget, prec, cost=cost, layout=one, concurrency=conc, warmup=warm,
+                                     progress=tick))
+    finally:
+        bar.close()
     from ..api import economics
 
     if rate is not None or trace is not None:

@@ -450,7 +450,7 @@ def fits_alone(sizes: KVSizes, block: int, prompt, out) -> np.ndarray:
 
 def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, prefill: str = "chunked",
         block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16,
-        concurrency: int | None = None, leap: bool = True) -> dict:
+        concurrency: int | None = None, leap: bool = True, log: list | None = None, progress=None) -> dict:
     """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
@@ -468,7 +468,11 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
 
     concurrency=N: a closed loop of N clients (vLLM `bench serve --max-concurrency`, AIPerf `--concurrency`):
     the first N requests arrive at their given times, and request N + k is sent the instant the k-th
-    request finishes (no think time). The returned "arrival" holds the times the requests were sent."""
+    request finishes (no think time). The returned "arrival" holds the times the requests were sent.
+
+    log: a list that receives scheduler.TIMELINE's tuple for every iteration, as scheduler._Sim records it (its
+    KV columns: Paged.snapshot without a shared prefix); decode runs are then simulated one iteration at a time.
+    progress(requests done): called every 256 iterations (a progress bar)."""
     arrival = np.array(arrival, dtype=np.float64)  # a copy: a closed loop writes the send times into it
     n = arrival.size
     issued = n
@@ -507,10 +511,12 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     def free():
         return cap - blocks * bb - nseq * ps
 
-    leap = stop is None and leap and getattr(cost, "decode_steps", None) is not None
+    leap = stop is None and log is None and leap and getattr(cost, "decode_steps", None) is not None
+    pt = sizes.per_token
     dec_only = getattr(cost, "decode_only", None)
 
     stopped = None
+    n_done = 0  # requests finished, for progress(n_done)
     if stop is not None:
         w = stop["window"]
         lo, hi = w.start, w.stop
@@ -605,6 +611,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                 rH = np.concatenate([rH, np.fromiter((y for _, y in new), dtype=np.int64, count=len(new))])
                 rF = np.concatenate([rF, first[ids] >= 0])
         # the iteration's batch
+        if log is not None:
+            K0, held0 = rK.copy(), int(rK.sum())
         todo = rK - rC
         top = int(todo.max())
         if top == 1 and leap and not preempted and rF.all():
@@ -696,6 +704,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             blocks -= int(rH[fin].sum())
             nseq -= fin.size
             done[rid[fin]] = t_end
+            n_done += int(fin.size)
             if issued < n:  # closed loop: each finished request's client sends its next one now
                 k = min(int(fin.size), n - issued)
                 arrival[issued:issued + k] = t_end
@@ -703,7 +712,21 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             keep = np.ones(m, dtype=bool)
             keep[fin] = False
             rid, rK, rC, rG, rO, rH, rF = rid[keep], rK[keep], rC[keep], rG[keep], rO[keep], rH[keep], rF[keep]
+        if log is not None:  # scheduler._Sim.record's tuple: held tokens as the blocks were last updated
+            if madepos is None:
+                rows_n, dec_n, pre_tok, gen_n = m, m, 0, m
+            else:
+                rows_n, dec_n = int(pos.size), int(np.count_nonzero(T == 1))
+                pre_tok, gen_n = int(T[T > 1].sum()), int(madepos.size)
+            held = held0 - (int(K0[fin].sum()) if fin.size else 0)
+            used, reserved = held * pt + nseq * ps, blocks * bb + nseq * ps
+            log.append((steps, t, dt, "decode" if dec_n == rows_n else ("prefill" if prefill == "separate" else
+                                                                        "mixed"), rows_n, dec_n, pre_tok, gen_n,
+                        int(rid.size), int(rid.size), len(waiting), used, reserved, reserved - used, 0.0, 0.0, 0.0,
+                        preempted))
         steps += 1
+        if progress is not None and not steps % 256:
+            progress(n_done)
         busy += dt
         if blocks > peak_blocks:
             peak_blocks = blocks

@@ -95,6 +95,7 @@ class _Sim:
         self.log: list = []  # one tuple per iteration, in TIMELINE order
         self.t = float(tr.arrival[0]) if tr.n else 0.0
         self.generated = 0
+        self.n_done, self.progress = 0, None  # progress(requests done): called now and then (a progress bar)
 
     def returned(self, t: float, k: int = 1) -> None:
         """k requests returned at t: in a closed loop their clients send their next requests now."""
@@ -104,6 +105,8 @@ class _Sim:
             self.issued += k
 
     def record(self, dt, kind, rows, dec, pre_tok, gen, running, slots_used, waiting, kv, preempted):
+        if self.progress is not None and not len(self.log) % 256:
+            self.progress(self.n_done)
         self.log.append((len(self.log), self.t, dt, kind, rows, dec, pre_tok, gen, running, slots_used, waiting,
                          *kv, preempted))
 
@@ -150,6 +153,9 @@ class _Sim:
                 g.done = self.t
                 g.completions += 1
             self.returned(self.t, len(batch))
+            self.n_done += len(batch)
+            if self.progress is not None:
+                self.progress(self.n_done)
 
     # -- continuous: iteration-level scheduling ----------------------------------------
     def continuous(self, prefill: str, budget) -> None:
@@ -244,6 +250,7 @@ class _Sim:
                     mem.release(g)
                     running.remove(g)
                     g.done = t_end
+                    self.n_done += 1
                     g.completions += 1
                     self.returned(t_end)
             self.record(dt, kind, len(rows), dec, pre_tok, gen,
@@ -253,56 +260,62 @@ class _Sim:
             self.generated += gen
 
     def result(self, policy: str, label: dict, warmup: int = 0) -> SimResult:
-        tr, gs = self.tr, self.groups
-        arrival = self.arrival
-        first = np.array([g.first for g in gs])
-        last = np.array([g.last for g in gs])
-        done = np.array([g.done for g in gs])
-        longest = tr.outputs.max(axis=1)
-        lat, ttft = done - arrival, first - arrival
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tpot = np.where(longest > 1, (last - first) / (longest - 1), np.nan)
-        w = slice(warmup, None)  # the measured requests: all, or those after the warm-up
-        span = float(done[w].max() - arrival[w].min())
-        cols = list(zip(*self.log)) if self.log else [()] * len(TIMELINE)
-        log = {k: np.asarray(v, dtype=object if k == "kind" else np.float64) for k, v in zip(TIMELINE, cols)}
-        busy = np.sum(log["duration_s"])
+        gs = self.groups
+        return result(self.tr, self.arrival, np.array([g.first for g in gs]), np.array([g.last for g in gs]),
+                      np.array([g.done for g in gs]), np.array([g.preemptions for g in gs]),
+                      np.array([g.completions for g in gs]), self.log, self.generated, self.cost.mode, self.cost.calls,
+                      self.sizes, policy, label, warmup)
 
-        def tmean(col):  # time-weighted over the iterations (exact for a constant column)
-            x = log[col]
-            if busy <= 0:
-                return 0.0
-            return float(x.min() + np.sum((x - x.min()) * log["duration_s"]) / busy)
 
-        def pct(x, q):
-            x = x[np.isfinite(x)]
-            return float(np.percentile(x, q)) if x.size else float("nan")
+def result(tr: Traffic, arrival, first, last, done, preemptions, completions, log_rows: list, generated: int, mode: str,
+           calls: int, sizes: KVSizes, policy: str, label: dict, warmup: int = 0) -> SimResult:
+    """The SimResult of a run: per-request times and the iteration log (TIMELINE tuples) summarized; shared by
+    _Sim and fastsim.run's log (serve_runs' continuous runs)."""
+    longest = tr.outputs.max(axis=1)
+    lat, ttft = done - arrival, first - arrival
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(longest > 1, (last - first) / (longest - 1), np.nan)
+    w = slice(warmup, None)  # the measured requests: all, or those after the warm-up
+    span = float(done[w].max() - arrival[w].min())
+    cols = list(zip(*log_rows)) if log_rows else [()] * len(TIMELINE)
+    log = {k: np.asarray(v, dtype=object if k == "kind" else np.float64) for k, v in zip(TIMELINE, cols)}
+    busy = np.sum(log["duration_s"])
 
-        tokens = self.generated if not warmup else int(tr.outputs[w].sum())
-        s = {"policy": policy, "mode": self.cost.mode, **label, "requests": tr.n, "sequences": int(tr.outputs.size),
-             "tokens": tokens, "makespan_s": span, "throughput_tok_s": tokens / span if span > 0 else math.nan}
-        if warmup:
-            s["warmup"] = warmup
-        s.update(little(arrival[w], done[w]))
-        for name, x in (("latency", lat[w]), ("ttft", ttft[w]), ("tpot", tpot[w])):
-            fin = x[np.isfinite(x)]
-            s[f"mean_{name}_s"] = float(fin.mean()) if fin.size else float("nan")
-            for q in (50, 90, 99):
-                s[f"p{q}_{name}_s"] = pct(x, q)
-        s.update(steps=len(log["step"]), preemptions=int(sum(g.preemptions for g in gs)),
-                 mean_running=tmean("running"), peak_running=float(np.max(log["running"], initial=0)),
-                 kv_capacity_bytes=self.sizes.capacity,
-                 peak_kv_reserved_bytes=float(np.max(log["kv_reserved_bytes"], initial=0)),
-                 mean_kv_used_bytes=tmean("kv_used_bytes"), mean_kv_reserved_bytes=tmean("kv_reserved_bytes"),
-                 mean_kv_internal_bytes=tmean("kv_internal_bytes"), mean_kv_future_bytes=tmean("kv_future_bytes"),
-                 mean_kv_external_bytes=tmean("kv_external_bytes"), mean_kv_saved_bytes=tmean("kv_saved_bytes"),
-                 step_evaluations=self.cost.calls)
-        reqs = {"request": np.arange(tr.n), "arrival_s": arrival, "prompt_tokens": tr.prompt + tr.shared_prefix,
-                "output_tokens": tr.outputs.sum(axis=1), "samples": np.full(tr.n, tr.outputs.shape[1]),
-                "first_token_s": first, "last_token_s": last, "done_s": done, "ttft_s": ttft, "latency_s": lat,
-                "tpot_s": tpot, "preemptions": np.array([g.preemptions for g in gs]),
-                "completions": np.array([g.completions for g in gs])}
-        return SimResult(s, reqs, log)
+    def tmean(col):  # time-weighted over the iterations (exact for a constant column)
+        x = log[col]
+        if busy <= 0:
+            return 0.0
+        return float(x.min() + np.sum((x - x.min()) * log["duration_s"]) / busy)
+
+    def pct(x, q):
+        x = x[np.isfinite(x)]
+        return float(np.percentile(x, q)) if x.size else float("nan")
+
+    tokens = generated if not warmup else int(tr.outputs[w].sum())
+    s = {"policy": policy, "mode": mode, **label, "requests": tr.n, "sequences": int(tr.outputs.size),
+         "tokens": tokens, "makespan_s": span, "throughput_tok_s": tokens / span if span > 0 else math.nan}
+    if warmup:
+        s["warmup"] = warmup
+    s.update(little(arrival[w], done[w]))
+    for name, x in (("latency", lat[w]), ("ttft", ttft[w]), ("tpot", tpot[w])):
+        fin = x[np.isfinite(x)]
+        s[f"mean_{name}_s"] = float(fin.mean()) if fin.size else float("nan")
+        for q in (50, 90, 99):
+            s[f"p{q}_{name}_s"] = pct(x, q)
+    s.update(steps=len(log["step"]), preemptions=int(np.sum(preemptions)),
+             mean_running=tmean("running"), peak_running=float(np.max(log["running"], initial=0)),
+             kv_capacity_bytes=sizes.capacity,
+             peak_kv_reserved_bytes=float(np.max(log["kv_reserved_bytes"], initial=0)),
+             mean_kv_used_bytes=tmean("kv_used_bytes"), mean_kv_reserved_bytes=tmean("kv_reserved_bytes"),
+             mean_kv_internal_bytes=tmean("kv_internal_bytes"), mean_kv_future_bytes=tmean("kv_future_bytes"),
+             mean_kv_external_bytes=tmean("kv_external_bytes"), mean_kv_saved_bytes=tmean("kv_saved_bytes"),
+             step_evaluations=calls)
+    reqs = {"request": np.arange(tr.n), "arrival_s": arrival, "prompt_tokens": tr.prompt + tr.shared_prefix,
+            "output_tokens": tr.outputs.sum(axis=1), "samples": np.full(tr.n, tr.outputs.shape[1]),
+            "first_token_s": first, "last_token_s": last, "done_s": done, "ttft_s": ttft, "latency_s": lat,
+            "tpot_s": tpot, "preemptions": np.asarray(preemptions),
+            "completions": np.asarray(completions)}
+    return SimResult(s, reqs, log)
 
 
 def little(sent: np.ndarray, done: np.ndarray) -> dict:
@@ -319,7 +332,7 @@ def little(sent: np.ndarray, done: np.ndarray) -> dict:
 def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "continuous", slots=8,
              kv_manager: str = "paged", block_size: int = 16, sharing: bool = True, prefill: str = "chunked",
              token_budget=None, prec: Precision | None = None, cost_quantum: int = 16,
-             cost: StepCost | None = None, layout=None, concurrency=None, warmup: int = 0) -> SimResult:
+             cost: StepCost | None = None, layout=None, concurrency=None, warmup: int = 0, progress=None) -> SimResult:
     """Run one policy over a traffic (make_traffic) on one model and device.
 
     concurrency=N: a closed loop of N clients, each sending its next request the instant its previous one
@@ -343,6 +356,7 @@ def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "contin
     if warm >= traffic.n:
         raise SpecError("--warmup", None, f"{warm} warm-up requests leave none of the {traffic.n} to measure")
     sim = _Sim(traffic, sizes, cost, slots, mem, conc)
+    sim.progress = progress
     if kv_manager == "contiguous":
         mem.min_region = min(sizes.bytes(mem.region_tokens(g)) for g in sim.groups)
     _check(sim, traffic, model, policy, slots)
