@@ -247,7 +247,7 @@ def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="
 
     With `out`, returns {"path", "rows", "seconds"}; memory stays one block whatever the row count, and the
     file appears only when complete (perfmodel.fileio): an interrupted sweep leaves any previous file as it
-    was. More than max_rows rows (default 10^7, about 10 s here) is refused up front. workers, cluster: who
+    was. More than max_rows rows (default 10^7, about 14 s to CSV here) is refused up front. workers, cluster: who
     evaluates the blocks (perfmodel.workers; default this process): the same rows in the same order.
     """
     if out is not None:

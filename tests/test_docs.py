@@ -111,3 +111,44 @@ def test_the_readme_lists_every_family_import_config_reads_and_no_other():
     para = text[text.index("Configs of these families are imported"):text.index("the tests check the imported")]
     named = set(re.findall(r"\b[A-Z][A-Za-z0-9]*(?:ForCausalLM|ForConditionalGeneration|LMHeadModel)\b", para))
     assert named == set(FAMILIES)
+
+
+class _Passed(BaseException):
+    """Raised in place of the simulations once a documented search has passed its up-front work limit."""
+
+
+def _documented(prefixes: tuple) -> list:
+    import shlex
+
+    out = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for line in path.read_text().splitlines():
+            cmd = line.strip().lstrip("$ ").strip()
+            if cmd.startswith(prefixes) and "MODEL" not in cmd and "[" not in cmd:
+                out.append((path.name, shlex.split(cmd.split("  (")[0].split(" # ")[0])))
+    return out
+
+
+@pytest.mark.parametrize("where,argv", _documented(("perfmodel capacity ", "perfmodel plot capacity ",
+                                                     "perfmodel fleet ")),
+                         ids=lambda x: " ".join(x) if isinstance(x, list) else x)
+def test_every_documented_capacity_example_runs_under_its_limits(where, argv, monkeypatch, tmp_path, capsys):
+    """Each `perfmodel capacity`, `plot capacity` and `fleet` command in README.md and docs/ passes the up-front work
+    limit as written (issue 24: the documented plot example was refused by the default limit); the searches are
+    stopped right after the check."""
+    from perfmodel.cli import main
+    from perfmodel.serving import capacity as cap
+
+    check = cap._work
+
+    def passed(est, max_tokens):
+        check(est, max_tokens)
+        raise _Passed()
+
+    monkeypatch.setattr(cap, "_work", passed)
+    monkeypatch.chdir(tmp_path)
+    if argv[1] == "fleet":  # the documented fleet file, written where the example reads it
+        (tmp_path / argv[2]).write_text((ROOT / "docs" / "examples" / argv[2]).read_text())
+    with pytest.raises(_Passed):
+        rc = main(argv[1:])
+        pytest.fail(f"{where}: {' '.join(argv)} exited {rc} before its searches: {capsys.readouterr().err.strip()}")

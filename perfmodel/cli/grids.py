@@ -27,7 +27,7 @@ def sweep(models: str = typer.Option(api.DEFAULT_MODEL, "-m", "--model", "--mode
           act_dtype: str = ADtype, mode: str = Mode, sets: Optional[List[str]] = Sets,
           out: Optional[str] = typer.Option(None, "-o", "--out", metavar="<file>", help="Stream to FILE.csv or FILE.parquet (written whole or not at all)."),
           chunk_rows: int = typer.Option(1_000_000, "--chunk-rows", metavar="<int>", help="Rows evaluated per block (at most)."),
-          max_rows: Optional[int] = typer.Option(None, "--max-rows", metavar="<int>", help="Refuse a grid of more rows than this; default 10,000,000 (about 10 s to CSV here)."),
+          max_rows: Optional[int] = typer.Option(None, "--max-rows", metavar="<int>", help="Refuse a grid of more rows than this; default 10,000,000 (about 14 s to CSV here)."),
           progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Default: on a terminal."),
           fmt: str = Fmt, impl: Optional[str] = Impl,
           workers: Optional[str] = typer.Option("1", "--workers", metavar="<int|auto>",

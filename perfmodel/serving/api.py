@@ -29,14 +29,18 @@ def _slots(slots):
     return _whole(slots, "--slots")
 
 
-MAX_TOKENS = 5_000_000  # generated tokens simulated by one command, over all its runs: about 10 s here
+MAX_TOKENS = 5_000_000  # generated tokens simulated by one command, over all its runs: about 13 s here
+# simulated generated tokens a second, one core: serve-sim --policy continuous --requests 100000 --slots 64, 2026-12-02:
+# 2,908,913 tokens in 14.8 s (fastsim with its log; the per-sequence simulator's static runs are faster)
+TOKENS_PER_S = 390_000
 
 
 def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None) -> None:
     """Refuse up front a simulation of more than max_tokens generated tokens in all: first from the request
     count alone (each sequence generates at least one token), then from the drawn or traced lengths."""
     limit = _whole(MAX_TOKENS if max_tokens is None else max_tokens, "--max-tokens")
-    how = f"over the limit of {limit:,} (pass --max-tokens N, or max_tokens=N, to go past it)"
+    how = (f"over the limit of {limit:,}, about {limit / TOKENS_PER_S:.0f} s here at {TOKENS_PER_S:,} tokens a "
+           "second (pass --max-tokens N, or max_tokens=N, to go past it)")
     if tr is None:
         n = runs * _whole(64 if requests is None else requests, "--requests") * _whole(samples, "--samples")
         if n > limit:

@@ -44,7 +44,7 @@ from ..errors import DataWarning, LoadWarning, SpecError
 from ..ops import Layout
 from . import fastsim
 from .traffic import _whole
-from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_TOKENS, SLOTS, WARM,  # noqa: F401 (re-exported)
+from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_TOKENS, SLOTS, TOKENS_PER_S, WARM,  # noqa: F401 (re-exported)
                   Instance, Workload, _row, _verdict, analytic, combine, pareto_flags, search_seeds, seed_search,
                   simulate_rate, trace_length)
 
@@ -286,13 +286,20 @@ def search_tokens(wl: Workload, n_req: int) -> float:
     return (4 + 3 * (len(wl.seeds) - 1)) * n_req * wl.mean_output * (1 - WARM)
 
 
+def seconds(tokens: float) -> str:
+    """The time a search of `tokens` simulated tokens takes on one core here (TOKENS_PER_S, measured), as text."""
+    s = tokens / TOKENS_PER_S
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
+
+
 def _work(est: float, max_tokens) -> None:
     """Refuse up front searches estimated to generate more than max_tokens tokens in all."""
     limit = _whole(MAX_TOKENS if max_tokens is None else max_tokens, "--max-tokens")
     if est > limit:
-        raise SpecError("--max-tokens", None, f"the searches would simulate about {est:,.0f} generated tokens, over "
-                        f"the limit of {limit:,} (about 10 s here; pass --max-tokens N, or max_tokens=N, to go past it, "
-                        "or use fewer --seeds, --requests, layouts or hardware)")
+        raise SpecError("--max-tokens", None, f"the searches would simulate about {est:,.0f} generated tokens, about "
+                        f"{seconds(est)} on one core here ({TOKENS_PER_S:,} a second measured; --workers N divides it "
+                        f"by up to N), over the limit of {limit:,} ({seconds(limit)}): pass --max-tokens N, or "
+                        "max_tokens=N, to go past it, or use fewer --seeds, --requests, layouts or hardware")
 
 
 def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, pp=1, ep=1, replicas=1,
