@@ -361,6 +361,27 @@ summary = pm.serving_validation_summary(v)
 fig = plots.serving_validation(v)
 summary[summary.category.isin(["overall", "concurrency"])]
 """),
+    ("markdown", """
+## Capacity for a fleet, and what to launch
+`pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
+of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
+cores (`workers=`) or a Dask cluster (`cluster=`), the same table either way. `pm.launch_settings` turns
+a search's chosen row into the engine's launch command (docs/launch.md maps each flag).
+"""),
+    ("code", """
+import pathlib, tempfile
+fleet_file = pathlib.Path(tempfile.mkdtemp()) / "fleet.csv"
+fleet_file.write_text("name,model,hardware,tp,prompt_len,output_len,seeds,requests\n"
+                      "small-l4,llama-3.2-1b,l4,1,256,64,1,400\n"
+                      "small-h100,llama-3.2-1b,h100-sxm,1,256,64,1,400\n")
+fleet = pm.fleet(str(fleet_file), workers=2)
+fleet[fleet.chosen][["name", "hardware", "tp", "goodput_rps", "ttft_s", "tpot_s", "binding"]]
+"""),
+    ("code", """
+one = pm.capacity("llama-3.2-1b", "h100-sxm", tp=1, prompt_len=256, output_len=64, seeds=1, requests=400, workers=1)
+assert one.goodput_rps[0] == fleet[fleet.name == "small-h100"].goodput_rps.iloc[0]  # the same search
+pm.launch_settings(one, engine="sglang").command[0]
+"""),
 ]
 
 MEASURE = [

@@ -147,8 +147,9 @@ def test_every_documented_capacity_example_runs_under_its_limits(where, argv, mo
 
     monkeypatch.setattr(cap, "_work", passed)
     monkeypatch.chdir(tmp_path)
-    if argv[1] == "fleet":  # the documented fleet file, written where the example reads it
-        (tmp_path / argv[2]).write_text((ROOT / "docs" / "examples" / argv[2]).read_text())
+    if argv[1] == "fleet":  # the documented fleet file (a path from the repository root), where the example reads it
+        (tmp_path / argv[2]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / argv[2]).write_text((ROOT / argv[2]).read_text())
     with pytest.raises(_Passed):
         rc = main(argv[1:])
         pytest.fail(f"{where}: {' '.join(argv)} exited {rc} before its searches: {capsys.readouterr().err.strip()}")

@@ -129,7 +129,7 @@ def capacity(model: str = typer.Option("llama-3.1-70b", "-m", "--model", metavar
              sets: Optional[List[str]] = Sets, fmt: str = Fmt,
              max_tokens: Optional[str] = typer.Option(None, "--max-tokens", metavar="<int>",
                                                       help="Refuse searches estimated to simulate more generated tokens; "
-                                                           "default 15,000,000 (about 28 s on one core here)."),
+                                                           "default 15,000,000 (about 30 s on one core here)."),
              concurrency: Optional[str] = typer.Option(None, "--concurrency", metavar="<int>",
                                                        help="Serve N clients in a closed loop instead of searching the rate: "
                                                             "does each layout meet the SLOs at N, and at what request rate."),

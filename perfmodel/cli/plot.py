@@ -143,7 +143,7 @@ def plot(kind: str = typer.Argument(..., help="roofline, latency-throughput, mem
         fig = plots.capacity(model or "llama-3.1-70b", hw, gpus, tp, int(ep or 1), 1, prompt_len or DEFAULT_PROMPT,
                              output_len or DEFAULT_OUTPUT, slo_ttft or "1s", slo_tpot or "50ms", percentile or 99,
                              mode, impl, disaggregate, requests=requests, seeds=seeds or 3, sets=_sets(sets),
-                             max_tokens=max_tokens)
+                             max_tokens=max_tokens, show=True)
     else:
         if not results:
             raise SpecError("--results", None, "the validation plot needs a results folder from `perfmodel measure`")

@@ -153,7 +153,7 @@ def serving(model="llama-2-13b", hardware="h100-sxm", requests=64, slots=8,
 def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, ep=1, replicas=1,
              prompt_len="lognormal:median=1000,max=8000", output_len="lognormal:median=250,max=2000",
              slo_ttft="1s", slo_tpot="50ms", percentile=99, mode="roofline", impl=None, disaggregate=False,
-             slots=256, token_budget=2048, requests=None, seeds=3, seed=0, sets=None, max_tokens=None):
+             slots=256, token_budget=2048, requests=None, seeds=3, seed=0, sets=None, max_tokens=None, show=False):
     """Percentile TTFT (left) and TPOT (right) against the Poisson arrival rate, with the SLO lines and each
     series' goodput marked: one series per (hardware, layout[, disaggregated split]) that
     perfmodel.serving.capacity searched (gpus: every layout of N devices; tp: one layout or a list).
@@ -167,7 +167,7 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, ep=
     for t in tps:
         _, summary = cap.run(model, hardware, gpus, t, 1, ep, replicas, prompt_len, output_len, slo_ttft, slo_tpot,
                              percentile, mode, impl, disaggregate, None, slots, token_budget, requests, seeds, seed,
-                             0.05, 16, 16, "bf16", None, "bf16", sets, max_tokens, keep=True)
+                             0.05, 16, 16, "bf16", None, "bf16", sets, max_tokens, keep=True, show=show)
         entries += summary["searches"]
     if not entries:
         raise SpecError("-m/-H/--tp", None, "no layout of these fits and reaches a simulated search: nothing to draw "
@@ -178,7 +178,11 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, ep=
     wl = summary["workload"]
     vary_h = len({e["row"]["hardware"] for e in entries}) > 1
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    from ..workers import _Progress
+
+    bar = _Progress(len(entries), "plot capacity: curves", show)
     for i, e in enumerate(entries):
+        bar.advance(i, None)
         r = e["row"]
         c, mk = _linestyle(i)
         if r["serving"] == "colocated":
@@ -221,6 +225,7 @@ def capacity(model="llama-3.1-70b", hardware="h100-sxm", gpus=None, tp=None, ep=
                  "dotted lines at it\n"
                  f"continuous batching, {slots} slots, chunked prefill {token_budget} tokens/step; step costs in "
                  f"{mode_line(mode, impl)}", fontsize=9)
+    bar.close()
     fig.tight_layout(rect=(0, 0.08 + 0.03 * ((len(labels) - 1) // 3), 1, 1))
     return fig
 

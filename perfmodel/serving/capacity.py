@@ -383,16 +383,22 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
             return est
         _work(est, max_tokens)
         if keep or conc is not None:  # plots keep each search's instance; closed loops are one run per seed
-            for hw, pr, lay, p in todo:
-                if not isinstance(p, tuple):
-                    rows.append(p)
-                elif conc is not None:
-                    rows.append(closed(m, hw, prec, lay, mode, wl, pr, p, conc))
-                else:
-                    rows.append(colocated(m, hw, prec, lay, mode, wl, pr, p, keep))
-            if disaggregate:
-                for hw, pr, lays in plan:
-                    rows += disagg.rows(m, hw, prec, lays[0].devices, mode, impl, wl, knobs, pr, cache, keep)
+            bar = wk._Progress(len(todo) + (len(plan) if disaggregate else 0), "capacity: layouts", show)
+            try:
+                for hw, pr, lay, p in todo:
+                    if not isinstance(p, tuple):
+                        rows.append(p)
+                    elif conc is not None:
+                        rows.append(closed(m, hw, prec, lay, mode, wl, pr, p, conc))
+                    else:
+                        rows.append(colocated(m, hw, prec, lay, mode, wl, pr, p, keep))
+                    bar.advance(0, None)
+                if disaggregate:
+                    for hw, pr, lays in plan:
+                        rows += disagg.rows(m, hw, prec, lays[0].devices, mode, impl, wl, knobs, pr, cache, keep)
+                        bar.advance(0, None)
+            finally:
+                bar.close()
         else:
             rows += _searched(m, prec, mode, impl, wl, knobs, plan, todo, cache, disaggregate, workers, cluster, show)
     for r in rows:

@@ -26,10 +26,11 @@ STEPS_DOWN = 10  # 1.15 x 1.3 x 1.5^8 = 38: below bound / 38 a rate that still f
 STEPS_UP = 5  # 1.15 x 1.3 x 1.5^3 = 5: above bound x 5 the search stops (hit_bound)
 TRACE_LIFETIMES = 10
 TRACE_MIN = 1000
-MAX_TOKENS = 15_000_000  # generated tokens the searches may simulate (an up-front estimate): ~25 s on one core here
-# simulated generated tokens a second on one core of this machine class: bench/bench_capacity.py, 2026-12-02, 531,303
-# (70B, every layout of 8 GPUs) to 686,891 (8B, one GPU); the slower one prices the refusals' time estimates
-TOKENS_PER_S = 530_000
+MAX_TOKENS = 15_000_000  # generated tokens the searches may simulate (an up-front estimate): ~30 s on one core here
+# simulated generated tokens a second on one core of this machine class (docs/capacity.md, 2026-12-02, `--workers 1`,
+# process start included): 502,000 (70B, every layout of 8 GPUs: 21.2 M in 42.1 s) to 893,000 (8B, one GPU); the
+# slower one prices the refusals' time estimates
+TOKENS_PER_S = 500_000
 
 
 # ---------------------------------------------------------------- inputs
