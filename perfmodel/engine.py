@@ -371,6 +371,14 @@ def _busiest_group(T, S, ep: int) -> np.ndarray:
     return owner == int(np.argmax(loads))
 
 
+def query_length(T) -> float:
+    """The query length of one attention kernel over rows of T_i new tokens each: sum T_i^2 / sum T_i, the
+    token-weighted mean (one row: its T; decode rows: 1). The measured kernel tables (perfmodel.kernels) are
+    indexed by (batch, query length); a varlen batch of unequal chunks is priced at this length."""
+    T = np.asarray(T, dtype=np.float64)
+    return float(np.sum(T * T) / np.sum(T))
+
+
 def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None = None,
                attention: str = "fused", layout: Layout | None = None, mode: str = "roofline", impl=None,
                tm: TimeModel | None = None) -> dict:
@@ -407,6 +415,8 @@ def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None 
                     # query rows per streamed K/V head: T_i N/K is > 1 for every row of a mask or for none
                     # (T = 1 in decode, T > 1 in a chunk), so the packing term of the summed kernel is exact
                     op.rows = float(np.min(op.rows + 0 * T[mask]))
+                    if op.attn is not None:  # the summed kernel's query length (measured tables price by it)
+                        op.attn = op.attn[:3] + (query_length(T[mask]),)
                     seq_ops.append(op)
     rf = roofline(token_ops + seq_ops, hw, prec, layout=lay, tm=tm or time_model(mode, hw, impl))
     return {"latency_s": float(rf["time"]), "flops": float(rf["flops"]), "bytes": float(rf["bytes"]),

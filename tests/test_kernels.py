@@ -335,3 +335,30 @@ def test_mla_attention_is_priced_from_the_mla_tables_where_the_engine_has_them()
     # at a measured point the table comes back: 16 heads, batch 32, 2,048 keys, fp8 cache: 0.027221 ms
     r = float(ks.mla_ratio("generation", "fp8", 16, 32, 2048))
     assert r * float(kernels._ideal_mla(h200, "generation", 1.0, 16, 32, 2048)) == pytest.approx(0.027221e-3, rel=1e-4)
+
+
+@needs_aic
+@pytest.mark.parametrize("model,hw,prec", [("llama-3.1-8b", "h200", ("fp8", "fp8", "fp8")),
+                                           ("qwen3-32b", "h100-sxm", ("bf16", "bf16", None))])
+def test_a_serving_step_priced_by_measured_kernels_is_the_engines_mixed_step_in_every_simulator(model, hw, prec):
+    """The measured context-attention tables are indexed by (batch, query length): the step cost of the serving
+    simulators (StepCost, fastsim's FastCost) must give each step's own query length (one chunk: its T; several:
+    sum T^2 / sum T), not the length their cached op templates were first built at. Before this test FastCost
+    priced a 2,000-token chunk at a probe's length, 19-25% off on vllm-0.24's tables."""
+    import numpy as np
+
+    from perfmodel import engine, load_hardware, load_model
+    from perfmodel.ops import Layout, Precision
+    from perfmodel.serving import StepCost, fastsim
+
+    m, h, p = load_model(model), load_hardware(hw), Precision(*prec)
+    ref = StepCost(m, h, p, 1, Layout(), "achievable", "vllm-0.24")
+    fast = fastsim.FastCost(StepCost(m, h, p, 1, Layout(), "achievable", "vllm-0.24"), 8192)
+    rng = np.random.default_rng(3)
+    for nd, chunks in [(0, [2000]), (7, [512]), (30, [1500, 300]), (0, [64, 4000, 900])]:
+        T = np.concatenate([np.ones(nd, dtype=np.int64), chunks])
+        S = np.concatenate([rng.integers(100, 8000, nd), np.asarray(chunks) + rng.integers(0, 3000, len(chunks))])
+        want = engine.mixed_step(m, h, T, S, p, mode="achievable", impl="vllm-0.24")["latency_s"]
+        assert ref(list(zip(T.tolist(), S.tolist()))) == pytest.approx(want, rel=1e-9), (nd, chunks)
+        assert fast(T, S) == pytest.approx(want, rel=1e-9), (nd, chunks)
+    assert engine.query_length([2000]) == 2000 and engine.query_length([1, 3]) == 2.5

@@ -246,7 +246,7 @@ class FastCost:
         return self._poly
 
     @staticmethod
-    def _fill(ops, V) -> None:
+    def _fill(ops, V, T=None) -> None:
         """Refill template ops with the rows' terms summed as mixed_step sums them (V: rows x columns, one
         block of FIELDS + key length per op): FLOPs and bytes added, weights (sink logits) read once per
         kernel, the kernel's key length F / sum(f_i / k_i) (which keeps sum(f_i / e(k_i)))."""
@@ -265,9 +265,11 @@ class FastCost:
             op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
                 sums[b], sums[b + 2], sums[b + 3], sums[b + 4], sums[b + 5])
             op.w_read = wmax[i]
+            if T is not None and op.attn is not None:  # the kernel's query length (the templates' are probes')
+                op.attn = op.attn[:3] + (engine.query_length(T),)
 
     @staticmethod
-    def _fill_one(ops, row: list) -> None:
+    def _fill_one(ops, row: list, T: float) -> None:
         """_fill for one row's terms (a list): the same values, without the reductions over rows."""
         w = _KEYS + 1
         for i in range(len(ops)):
@@ -278,6 +280,8 @@ class FastCost:
             op.flops, op.kv_read, op.act_read, op.act_write, op.kv_write = (
                 sf, row[b + 2], row[b + 3], row[b + 4], row[b + 5])
             op.w_read = row[b + 1]
+            if op.attn is not None:
+                op.attn = op.attn[:3] + (T,)
 
     # -- attention data parallel: the busiest of ep groups --------------------------------------------
     GREEDY_ROWS = 256  # up to this many decode rows, MixedStep's greedy longest-first assignment itself
@@ -392,10 +396,10 @@ class FastCost:
             elif Tp.size == 1:  # one prompt chunk (the usual mixed step): its terms are one row of the polynomial
                 pre, coef = poly[0], poly[1]
                 t1, s1 = float(Tp[0]), float(Sp[0])
-                self._fill_one(pre, (np.array([1.0, t1, s1, t1 * s1, t1 * t1]) @ coef).tolist())
+                self._fill_one(pre, (np.array([1.0, t1, s1, t1 * s1, t1 * t1]) @ coef).tolist(), t1)
             else:
                 pre, coef = poly[0], poly[1]
-                self._fill(pre, np.stack([np.ones_like(Tp), Tp, Sp, Tp * Sp, Tp * Tp], axis=1) @ coef)
+                self._fill(pre, np.stack([np.ones_like(Tp), Tp, Sp, Tp * Sp, Tp * Tp], axis=1) @ coef, Tp)
             ops = ops + pre
         dev, host, step = float(dev), float(host), float(step)
         for op, (tc, tmem, t, b, t_cpu, t_step) in zip(ops, self.tm.price(ops, self.hw, self.prec, self.lay)):

@@ -139,6 +139,8 @@ class MixedStep:
             op.flops, op.w_read, op.kv_read, op.act_read, op.act_write, op.kv_write = (
                 float(x) for x in sums[base:base + len(FIELDS)])
             op.w_read = float(np.maximum.reduce(V[base + 1]))  # weights (sink logits) are read once per kernel
+            if op.attn is not None:  # the template's query length is its first build's: this step's instead
+                op.attn = op.attn[:3] + (engine.query_length(T),)
         return ops
 
     def _build(self, ph: str, missing: list) -> bool:
