@@ -66,6 +66,12 @@ def check_writable(target, opt: str = "-o") -> Path:
     """Refuse up front what can be known before writing: a missing folder, a folder, no permission, a name the
     file system cannot hold (over 255 bytes), a ~user that does not exist."""
     p = user_path(target, opt)
+    if _special(p):  # a device, FIFO or socket: written in place (atomic_path), so only it must be writable
+        if not os.access(p, os.W_OK):
+            raise SpecError(opt, None, f"cannot write {target}: permission denied")
+        return p
+    if p.is_symlink():  # a link to a file: the file it names is the one replaced
+        p = Path(os.path.realpath(p))
     folder = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise SpecError(opt, None, f"{target} is a folder; give a file name")
@@ -80,11 +86,34 @@ def _why(e: OSError) -> str:
     return e.strerror or e.__class__.__name__
 
 
+def _special(p: Path) -> bool:
+    """True when p names something that exists and is not a regular file or folder: a device (/dev/null,
+    /dev/full), a FIFO, a socket, or a link to one (/proc/self/fd/1). Such a target is written in place."""
+    import stat
+
+    try:
+        st = os.stat(p)  # follows links
+    except OSError:
+        return False
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+
+
 @contextmanager
 def atomic_path(target, opt: str = "-o"):
     """Yields a temporary path beside `target`; renames it over `target` when the block ends without an
-    exception, and removes it otherwise (Ctrl-C included)."""
-    p = check_writable(target, opt)
+    exception, and removes it otherwise (Ctrl-C included). An atomic write is for regular files: a device, FIFO
+    or socket (or a link to one) is yielded itself and written in place, never replaced by a file; a link to a
+    regular file (or to a new one) has its target replaced, and stays a link."""
+    p = user_path(target, opt)
+    if _special(p):
+        if not os.access(p, os.W_OK):
+            raise SpecError(opt, None, f"cannot write {target}: permission denied")
+        try:
+            yield p
+        except OSError as e:  # /dev/full: no space left on device
+            raise SpecError(opt, None, f"cannot write {target}: {_why(e)}") from None
+        return
+    p = check_writable(p, opt)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".part", dir=p.parent)
     except OSError as e:

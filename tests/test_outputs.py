@@ -1,0 +1,65 @@
+"""Output paths are safe (issue 26): an atomic write is for regular files. A device, FIFO or a link to one is
+written in place and never replaced by a regular file; a link to a file keeps being a link, with its target
+replaced whole; a full device is one line naming the option."""
+import os
+import stat
+import threading
+
+import pytest
+
+from perfmodel.cli import main
+
+SERVE = ["serve-sim", "--requests", "8", "--slots", "4", "--policy", "continuous"]
+
+
+def _is_char_device(path) -> bool:
+    return stat.S_ISCHR(os.stat(path).st_mode)
+
+
+def test_writing_to_dev_null_keeps_it_a_device(capsys):
+    assert main([*SERVE, "--timeline", "/dev/null"]) == 0
+    assert _is_char_device("/dev/null")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_full_device_is_one_line_naming_the_option(capsys):
+    assert main([*SERVE, "--timeline", "/dev/full"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--timeline" in err[0] and "/dev/full" in err[0], err
+    assert _is_char_device("/dev/full")
+
+
+def test_a_fifo_receives_the_output_and_stays_a_fifo(tmp_path):
+    fifo = tmp_path / "timeline.csv"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    assert main([*SERVE, "--timeline", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got and got[0].count(b"\n") > 2  # the header and the iterations came through the FIFO
+
+
+def test_a_link_to_a_file_stays_a_link_and_its_target_is_replaced_whole(tmp_path):
+    target, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert main([*SERVE, "--timeline", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text().count("\n") > 2 and "old" not in target.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "real.csv"]  # no temporary file left
+
+
+def test_a_link_to_a_device_writes_to_the_device(tmp_path):
+    link = tmp_path / "out.csv"
+    link.symlink_to("/dev/null")
+    assert main([*SERVE, "--timeline", str(link)]) == 0
+    assert link.is_symlink() and _is_char_device("/dev/null")
+
+
+def test_a_dangling_link_creates_its_target_and_stays_a_link(tmp_path):
+    target, link = tmp_path / "new.csv", tmp_path / "link.csv"
+    link.symlink_to(target)
+    assert main([*SERVE, "--timeline", str(link)]) == 0
+    assert link.is_symlink() and target.is_file() and target.read_text().count("\n") > 2
