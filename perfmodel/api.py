@@ -136,6 +136,12 @@ def layout(tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Layout:
     for name, v in (("--tp", tp), ("--pp", pp), ("--ep", ep), ("--replicas", replicas)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise SpecError(name, None, f"must be a positive integer, got {v!r}")
+    from .parallel import MAX_GPUS
+
+    if int(tp) * int(pp) * int(ep) * int(replicas) > MAX_GPUS:
+        raise SpecError("--tp/--pp/--ep/--replicas", None, f"{int(tp) * int(pp) * int(ep) * int(replicas):,} devices "
+                                                           f"(tp x pp x ep x replicas), over the {MAX_GPUS:,} this "
+                                                           "calculator takes")
     if microbatches is not None and (not isinstance(microbatches, (int, np.integer)) or microbatches < 1):
         raise SpecError("--microbatches", None, f"must be a positive integer, got {microbatches!r}")
     return Layout(int(tp), int(pp), int(ep), int(replicas), microbatches)

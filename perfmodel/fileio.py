@@ -37,29 +37,31 @@ def read_capped(path, opt: str, limit: int, what: str = "file") -> str:
     import stat
 
     p = user_path(path, opt)
+    it = "it" if str(opt) == str(path) else str(path)  # the option is the path itself (a spec file's name)
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise SpecError(opt, None, f"{path}: no such {what}") from None
+        raise SpecError(opt, None, f"no such {what}" if it == "it" else f"{path}: no such {what}") from None
     except OSError as e:
-        raise SpecError(opt, None, f"{path}: {_why(e)}") from None
+        raise SpecError(opt, None, _why(e) if it == "it" else f"{path}: {_why(e)}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise SpecError(opt, None, f"{path} is a folder; give a {what}")
+        raise SpecError(opt, None, f"{it} is a folder; give a {what}")
     if not stat.S_ISREG(st.st_mode):
-        raise SpecError(opt, None, f"{path} is not a regular file (a device, FIFO or socket); give a {what}")
+        raise SpecError(opt, None, f"{it} is not a regular file (a device, FIFO or socket: reading one may not end); "
+                                   f"give a {what}")
     if st.st_size > limit:
-        raise SpecError(opt, None, f"{path} is {st.st_size:,} bytes, over the {limit:,}-byte limit of a {what}")
+        raise SpecError(opt, None, f"{it} is {st.st_size:,} bytes, over the {limit:,}-byte limit of a {what}")
     try:
         with open(p, "rb") as f:
             data = f.read(limit + 1)
     except OSError as e:
-        raise SpecError(opt, None, f"{path}: {_why(e)}") from None
+        raise SpecError(opt, None, f"cannot read {it}: {_why(e)}") from None
     if len(data) > limit:
-        raise SpecError(opt, None, f"{path} grew past the {limit:,}-byte limit of a {what} while it was read")
+        raise SpecError(opt, None, f"{it} grew past the {limit:,}-byte limit of a {what} while it was read")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise SpecError(opt, None, f"{path}: not UTF-8 text (byte {e.start})") from None
+        raise SpecError(opt, None, f"{it} is not UTF-8 text (byte {e.start})") from None
 
 
 def check_writable(target, opt: str = "-o") -> Path:

@@ -63,3 +63,28 @@ def test_a_dangling_link_creates_its_target_and_stays_a_link(tmp_path):
     link.symlink_to(target)
     assert main([*SERVE, "--timeline", str(link)]) == 0
     assert link.is_symlink() and target.is_file() and target.read_text().count("\n") > 2
+
+
+# ---------------------------------------------------------------- inputs bounded before work starts (issue 26)
+@pytest.mark.parametrize("argv,opt", [
+    (["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--token-budget", "1e9"], "--token-budget"),
+    (["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--seeds", "1e15"], "--seeds"),
+    (["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--replicas", "10" * 15], "--replicas"),
+    (["decode", "--replicas", "9" * 30], "--replicas"),
+    (["serve-sim", "--slots", "1", "--requests", "10000", "--output-len", "200"], "--slots"),
+    (["validate", "/dev/zero"], "/dev/zero"),
+    (["validate", "--published", "--cases", "/dev/zero"], "/dev/zero"),
+    (["serve-sim", "--trace", "/dev/zero"], "/dev/zero"),
+    (["kv-memory", "--trace", "/dev/zero"], "/dev/zero"),
+])
+def test_an_input_that_scales_the_work_is_refused_up_front_in_one_line(argv, opt, capsys):
+    assert main(argv) == 2  # the refusals come before any simulation or read
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and opt in err[0], err
+
+
+def test_a_trace_given_as_a_fifo_is_refused_instead_of_waiting_for_a_writer(tmp_path, capsys):
+    fifo = tmp_path / "trace.csv"
+    os.mkfifo(fifo)
+    assert main(["serve-sim", "--trace", str(fifo)]) == 2
+    assert "not a regular file" in capsys.readouterr().err

@@ -31,7 +31,8 @@ Prefill = typer.Option("chunked", "--prefill", metavar="<chunked|separate>",
 Budget = typer.Option(None, "--token-budget", metavar="<int|none>", help="Tokens per step (chunked prefill); default: whole prompts (Orca).")
 Seed = typer.Option(0, "--seed", metavar="<int>", help="Seed of the random arrivals and lengths.")
 MaxTokens = typer.Option(None, "--max-tokens", metavar="<int>", help="Refuse to simulate more generated tokens than this, over all "
-                         "runs; default 5,000,000 (about 13 s here).")
+                         "runs (an iteration counts as 20 when few slots make iterations the cost); default 5,000,000 "
+                         "(about 13 s here).")
 Quantum = typer.Option(16, "--cost-quantum", metavar="<int>",
                        help="Decode contexts rounded up to this many tokens to cache step costs (1: exact).")
 

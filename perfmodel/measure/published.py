@@ -72,10 +72,11 @@ def load_cases(path=None) -> list[Case]:
 
     p = Path(path) if path else DEFAULT
     shown = str(path) if path else "perfmodel/measure/published.yaml"
+    from ..fileio import read_capped
+
+    text = read_capped(p, shown, 16 * 2**20, "measurements YAML (at most 16 MiB)")
     try:
-        data = safe_yaml(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SpecError(shown, None, f"cannot read ({e.strerror or e})") from None
+        data = safe_yaml(text)
     except Exception as e:  # noqa: BLE001  a YAML error: one line
         raise SpecError(shown, None, f"not valid YAML: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, list) or not data:

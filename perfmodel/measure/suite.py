@@ -410,10 +410,13 @@ def load(path) -> dict:
         p = p / "results.json"
     from ..errors import SpecError
 
+    from ..fileio import read_capped
+
+    if not p.exists():
+        raise SpecError(str(path), None, "no such results file (give the folder `perfmodel measure --out` wrote, or its results.json)")
+    text = read_capped(p, str(p), 64 * 2**20, "results.json (at most 64 MiB)")
     try:
-        data = json.loads(p.read_text())
-    except OSError:
-        raise SpecError(str(path), None, "no such results file (give the folder `perfmodel measure --out` wrote, or its results.json)") from None
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SpecError(str(p), None, f"not valid JSON at line {e.lineno}") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list) or "meta" not in data:

@@ -35,7 +35,13 @@ MAX_TOKENS = 5_000_000  # generated tokens simulated by one command, over all it
 TOKENS_PER_S = 390_000
 
 
-def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None) -> None:
+# an iteration's own cost in generated tokens at TOKENS_PER_S: about 49 us at one sequence (serve-sim --slots 1
+# --requests 1500 --output-len 200 --policy continuous: 300,000 iterations, 14.7 s of CPU, 2026-12-02); a run of few
+# slots is bounded by its iterations, not its tokens
+TOKENS_PER_STEP = 20
+
+
+def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None, slots=None) -> None:
     """Refuse up front a simulation of more than max_tokens generated tokens in all: first from the request
     count alone (each sequence generates at least one token), then from the drawn or traced lengths."""
     limit = _whole(MAX_TOKENS if max_tokens is None else max_tokens, "--max-tokens")
@@ -49,6 +55,12 @@ def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None) -> None:
     total = runs * int(tr.outputs.sum())
     if total > limit:
         raise SpecError("--requests", None, f"{tr.n:,} requests generate {total:,} tokens over {runs} run(s), {how}")
+    if slots is not None:  # each iteration produces at most `slots` tokens: few slots mean many iterations
+        steps = runs * int(tr.outputs.sum()) / max(1, int(slots))
+        if steps * TOKENS_PER_STEP > limit:
+            raise SpecError("--slots", None, f"{tr.n:,} requests through {slots} slot(s) take at least {steps:,.0f} "
+                                             f"iterations over {runs} run(s), each about the time of {TOKENS_PER_STEP} "
+                                             f"generated tokens: {steps * TOKENS_PER_STEP:,.0f} token-equivalents, {how}")
 
 
 OVERLOAD = 1.5  # queue length, second half of the arrivals over the first: above it (and 2 more), the queue grows
@@ -166,7 +178,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
         _bound(len(pols), max_tokens, share, samples)
     tr = make_traffic(share, None if rate is None else rate / R, trace, prompt_len, output_len, samples,
                       shared_prefix, seed)
-    _bound(len(pols), max_tokens, tr=tr)
+    _bound(len(pols), max_tokens, tr=tr, slots=_slots(slots))
     one = lay.__class__(lay.tp, 1, lay.ep, 1)
     cost = StepCost(m, hw, prec, cost_quantum, one, mode, impl)
     from ..workers import _Progress
@@ -280,7 +292,7 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     if trace is None:
         _bound(1 + 2 * len(blocks), max_tokens, n, samples)
     tr = make_traffic(n, rate, trace, prompt_len, output_len, samples, shared_prefix, seed)
-    _bound(1 + 2 * len(blocks), max_tokens, tr=tr)
+    _bound(1 + 2 * len(blocks), max_tokens, tr=tr, slots=_slots(slots))
     from ..api import check_mode
 
     impl = check_mode(mode, impl, ("roofline", "achievable"), sets)

@@ -44,7 +44,7 @@ from ..errors import DataWarning, LoadWarning, SpecError
 from ..ops import Layout
 from . import fastsim
 from .traffic import _whole
-from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_TOKENS, SLOTS, TOKENS_PER_S, WARM,  # noqa: F401 (re-exported)
+from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_BUDGET, MAX_TOKENS, SLOTS, TOKENS_PER_S, WARM,  # noqa: F401 (re-exported)
                   Instance, Workload, _row, _verdict, analytic, combine, pareto_flags, search_seeds, seed_search,
                   simulate_rate, trace_length)
 
@@ -337,7 +337,7 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
     wk.check(workers, cluster)
     wl = Workload(prompt_len, output_len, slo_ttft, slo_tpot, percentile, seeds, seed, requests, tolerance)
     knobs = {"slots": _slots(slots), "budget": None if token_budget is None or str(token_budget).lower() == "none"
-             else _whole(token_budget, "--token-budget"), "block": _whole(block_size, "--block-size"),
+             else _whole(token_budget, "--token-budget", 1, MAX_BUDGET), "block": _whole(block_size, "--block-size"),
              "quantum": _whole(cost_quantum, "--cost-quantum")}
     if gpus is not None and tp is not None:
         raise SpecError("--gpus", None, "give --gpus N (every layout) or --tp/--ep/--replicas (one), not both")

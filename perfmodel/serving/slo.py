@@ -24,6 +24,8 @@ GROW = 1.5  # the bracket's step
 FIRST_STEPS = [1.15, 1.3]  # its first steps from the analytic bound, which is usually within 30% of the answer
 STEPS_DOWN = 10  # 1.15 x 1.3 x 1.5^8 = 38: below bound / 38 a rate that still fails is reported as none reached
 STEPS_UP = 5  # 1.15 x 1.3 x 1.5^3 = 5: above bound x 5 the search stops (hit_bound)
+MAX_SEEDS = 1000  # independent searches per layout: a median of more says nothing new (and --max-tokens refuses far fewer)
+MAX_BUDGET = 1 << 20  # tokens per step: 16x vLLM's largest default max_num_batched_tokens (65,536)
 TRACE_LIFETIMES = 10
 TRACE_MIN = 1000
 MAX_TOKENS = 15_000_000  # generated tokens the searches may simulate (an up-front estimate): ~30 s on one core here
@@ -86,7 +88,7 @@ class Workload:
         self.slo_ttft = parse_time(slo_ttft, "--slo-ttft")
         self.slo_tpot = parse_time(slo_tpot, "--slo-tpot")
         self.q = parse_percentile(percentile)
-        self.seeds = [int(seed) + i for i in range(_whole(seeds, "--seeds"))]
+        self.seeds = [int(seed) + i for i in range(_whole(seeds, "--seeds", 1, MAX_SEEDS))]
         self.requests = None if requests is None else _whole(requests, "--requests", 12)
         self.tol = _fraction(tolerance, "--tolerance")
         rng = np.random.default_rng(2024)  # the distributions' means and quantiles, for the bounds only

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,21 +106,16 @@ MAX_TRACE_BYTES = 64 * 2**20  # a 100,000-request trace is about 2 MB
 def read_trace(path) -> tuple:
     """A trace CSV with a header naming arrival_s, prompt_tokens, output_tokens (any order; other
     columns are ignored). Returns (arrival, prompt, output) arrays and the file's row numbers."""
+    import io
+
+    from ..fileio import read_capped
+
     path = str(path)
+    text = read_capped(path, path, MAX_TRACE_BYTES, "trace (a CSV of at most 64 MiB, about 2 million rows)")
     try:
-        size = os.stat(path).st_size
-    except OSError as e:
-        raise SpecError(path, None, f"cannot read the trace: {e.strerror or e}") from None
-    if size > MAX_TRACE_BYTES:
-        raise SpecError(path, None, f"{size:,} bytes, over the trace limit of {MAX_TRACE_BYTES:,} (about 2 million "
-                                    "rows); simulate a part of it")
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            lines = list(csv.reader(f))
-    except OSError as e:
-        raise SpecError(path, None, f"cannot read the trace: {e.strerror or e}") from None
-    except (UnicodeDecodeError, csv.Error) as e:
-        raise SpecError(path, None, f"not a UTF-8 CSV file: {e}") from None
+        lines = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise SpecError(path, None, f"not a CSV file: {e}") from None
     rows = [(i + 1, r) for i, r in enumerate(lines) if any(c.strip() for c in r)]
     if not rows:
         raise SpecError(path, None, f"empty trace: expected a header {','.join(TRACE_COLUMNS)} and rows")
@@ -207,13 +201,18 @@ def make_traffic(requests=None, rate=None, trace=None, prompt_len=DEFAULT_PROMPT
                    [f"request {i}" for i in range(n)])
 
 
-def _whole(v, opt, minimum=1) -> int:
+MAX_WHOLE = 10**15  # no count a simulation takes is larger (the work limits refuse far less); past it: one line
+
+
+def _whole(v, opt, minimum=1, maximum=MAX_WHOLE) -> int:
     try:
         x = parse_count(v)  # 4096, 1e5, 100k
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         x = float("nan")
     if not math.isfinite(x) or x < minimum or x != int(x):
         raise SpecError(opt, None, f"must be a whole number >= {minimum}, got {v!r}")
+    if x > maximum:
+        raise SpecError(opt, None, f"{v!r} is over the largest value this option takes, {maximum:,}")
     return int(x)
 
 
