@@ -230,11 +230,17 @@ def _attention_window(c: _Config, fam: str, L: int) -> dict:
 
 
 # ---------------------------------------------------------------- families
+MAX_LAYERS = 10_000  # specs.py's limit, checked here before per-layer lists exist
+
+
 def _dense_core(c: _Config, D_key="hidden_size", L_key="num_hidden_layers", N_key="num_attention_heads",
                 gqa=True) -> dict:
     """d_model, n_layers, n_heads, n_kv_heads (gqa=False: multi-head, the key is not read), head_dim."""
     D = c.int(D_key, "d_model")
     L = c.int(L_key, "n_layers")
+    if L > MAX_LAYERS:  # before any per-layer pattern is built (MoE, window and MTP layouts are per layer)
+        raise SpecError(c.path, c.k(L_key), f"{L:,} layers, over the {MAX_LAYERS:,} a model may have here (the deepest "
+                                            "published, DeepNet, has 1,000)")
     N = c.int(N_key, "n_heads")
     spec = {"d_model": D, "n_layers": L, "n_heads": N,
             "n_kv_heads": c.int("num_key_value_heads", "n_kv_heads", default=N) if gqa else N}
@@ -407,7 +413,9 @@ def _llama4(c: _Config, fam: str, notes: list) -> dict:
         moe_layers = set(t.int_list("moe_layers"))
     else:
         moe_layers = set(range(step - 1, L, step)) if step else set()
-    if moe_layers and t.int("num_experts_per_tok", "moe.n_active", default=1, minimum=0):
+    if moe_layers:  # MoE layers route each token to num_experts_per_tok >= 1 experts: 0 is not a dense model
+        t.int("num_experts_per_tok", "moe.n_active (Llama 4's MoE layers route each token to at least one expert; a "
+                                     "dense Llama 4 says moe_layers: [])")
         kinds = "".join("M" if i in moe_layers else "D" for i in range(L))
         spec["moe"] = {"n_experts": t.int("num_local_experts", "moe.n_experts"),
                        "n_active": t.int("num_experts_per_tok", "moe.n_active"), "d_ff_expert": Fe, "n_shared": 1,
@@ -451,6 +459,10 @@ def _deepseek(c: _Config, fam: str, notes: list) -> dict:
                 position="rope", tied_embeddings=c.bool("tie_word_embeddings", False))
     if c.bool("attention_bias", False):
         raise c.refuse("attention_bias", "biases on DeepSeek's MLA projections")
+    for key, what in (("kv_lora_rank", "MLA attention"), ("n_routed_experts", "routed experts")):
+        if not c.has(key):  # every DeepSeek-V2/V3 checkpoint has both: without one it would import as another model
+            raise c.missing(key, f"{fam}'s {what}: every DeepSeek-V2/V3 checkpoint has it, and without it the import "
+                                 "would be a different architecture")
     if c.has("kv_lora_rank"):  # MLA; q_lora_rank null = full-rank q projection
         spec["mla"] = {"kv_lora_rank": c.int("kv_lora_rank", "mla.kv_lora_rank"),
                        "rope_dim": c.int("qk_rope_head_dim", "mla.rope_dim"),

@@ -376,3 +376,33 @@ def test_the_written_yaml_is_the_same_model_as_the_config(tmp_path_factory, cfg)
     assert {f: getattr(a, f) for f in SHAPE} == {f: getattr(b, f) for f in SHAPE}
     assert param_count(a) == param_count(b)
 
+
+
+def _edited(tmp_path, fixture: str, edit) -> str:
+    cfg = json.loads((HF / fixture).read_text())
+    edit(cfg.get("text_config", cfg) if fixture.startswith("llama-4") or fixture.startswith("gemma-3") else cfg)
+    p = tmp_path / fixture
+    p.write_text(json.dumps(cfg))
+    return str(p)
+
+
+@pytest.mark.parametrize("fixture,edit,field", [
+    ("deepseek-v3.json", lambda c: c.pop("n_routed_experts"), "n_routed_experts"),
+    ("deepseek-v3.json", lambda c: c.pop("kv_lora_rank"), "kv_lora_rank"),
+    ("deepseek-v2-lite.json", lambda c: c.pop("kv_lora_rank"), "kv_lora_rank"),
+    ("llama-4-scout-17b-16e-instruct.json", lambda c: c.update(num_experts_per_tok=0), "num_experts_per_tok"),
+])
+def test_a_config_that_names_an_architecture_must_carry_its_defining_fields(fixture, edit, field, tmp_path, capsys):
+    """A DeepSeek-V3 without routed experts would import as a dense model, one without kv_lora_rank as MHA, and a
+    Llama 4 routing to 0 experts as a dense 17 B model: each is refused in one line naming the field (issue 26)."""
+    assert main(["import-config", _edited(tmp_path, fixture, edit)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
+
+
+@pytest.mark.parametrize("fixture", ["qwen3-30b-a3b.json", "gemma-3-4b-it.json", "deepseek-v3.json", "qwen3-8b.json",
+                                     "llama-4-scout-17b-16e-instruct.json", "gpt-oss-20b.json"])
+def test_a_billion_layers_are_refused_before_any_per_layer_list_is_built(fixture, tmp_path, capsys):
+    assert main(["import-config", _edited(tmp_path, fixture, lambda c: c.update(num_hidden_layers=10**9))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "num_hidden_layers" in err[0] and "1,000,000,000 layers" in err[0], err
