@@ -88,3 +88,20 @@ def test_a_trace_given_as_a_fifo_is_refused_instead_of_waiting_for_a_writer(tmp_
     os.mkfifo(fifo)
     assert main(["serve-sim", "--trace", str(fifo)]) == 2
     assert "not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["sweep", "--batch", "1:2000:1", "--context", "128:4096:x2"], ["list"],
+                                  ["capacity", "-m", "llama-3.2-1b", "-H", "h100-sxm", "--tp", "1", "--prompt-len", "64",
+                                   "--output-len", "16", "--requests", "300", "--seeds", "1", "--format", "csv", "--all"]])
+def test_a_reader_that_closes_the_pipe_early_is_a_normal_end(argv):
+    """`perfmodel ... | head -1`: exit 0 and nothing on stderr but the result's own warnings (it was exit 1, silently:
+    click's EPIPE handler)."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "perfmodel", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()  # what `head -1` does after its line
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0, err
+    assert all(line.startswith(b"perfmodel: warning:") for line in err.splitlines()), err

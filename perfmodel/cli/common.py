@@ -117,8 +117,16 @@ def _fmt(fmt: str) -> str:
     return fmt
 
 
+class PipeClosed(BaseException):
+    """stdout's reader went away (`| head`): a BaseException, so that click's EPIPE handler (exit 1) lets it
+    through to main, which ends normally."""
+
+
 def _out(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    try:
+        sys.stdout.write(text + "\n")
+    except BrokenPipeError:
+        raise PipeClosed() from None
 
 
 _ECON = ["cost_per_million_tokens", "energy_per_token_j"]

@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import ContextWarning, DataWarning, LoadWarning, SpecError
-from .common import app
+from .common import PipeClosed, app
 
 
 def _click_errors():
@@ -140,11 +140,29 @@ def _run(argv: Optional[list] = None) -> int:
 
         sys.stderr.write(f"perfmodel: error: {_one_line(e)}\n")
         return 2
-    except BrokenPipeError:
+    except (BrokenPipeError, PipeClosed):
+        _quiet_stdout()
         return 0
     return 0
 
 
+def _quiet_stdout() -> None:
+    """The reader of our stdout went away (`| head`): a normal end. What is still buffered goes nowhere, so
+    that the flush at exit neither fails nor prints 'Exception ignored'."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stdout): nothing to silence
+        pass
+
+
 def run() -> None:
-    sys.exit(main())
+    rc = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the last buffered output met a closed pipe: still a normal end
+        _quiet_stdout()
+    sys.exit(rc)
 
