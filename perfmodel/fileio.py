@@ -88,6 +88,9 @@ def _why(e: OSError) -> str:
     return e.strerror or e.__class__.__name__
 
 
+WRITTEN: list = []  # paths this process put in place (the CLI says so when a signal arrives after them)
+
+
 def _special(p: Path) -> bool:
     """True when p names something that exists and is not a regular file or folder: a device (/dev/null,
     /dev/full), a FIFO, a socket, or a link to one (/proc/self/fd/1). Such a target is written in place."""
@@ -114,6 +117,7 @@ def atomic_path(target, opt: str = "-o"):
             yield p
         except OSError as e:  # /dev/full: no space left on device
             raise SpecError(opt, None, f"cannot write {target}: {_why(e)}") from None
+        WRITTEN.append(str(target))
         return
     p = check_writable(p, opt)
     try:
@@ -127,6 +131,7 @@ def atomic_path(target, opt: str = "-o"):
             mode = os.stat(p).st_mode & 0o777 if p.exists() else 0o666 & ~_umask()
             os.chmod(tmp, mode)
             os.replace(tmp, p)
+            WRITTEN.append(str(target))
         except OSError as e:
             raise SpecError(opt, None, f"cannot write {target}: {_why(e)}") from None
     except OSError as e:  # a write inside the block failed: a full disk, an I/O error

@@ -105,3 +105,27 @@ def test_a_reader_that_closes_the_pipe_early_is_a_normal_end(argv):
     err = p.stderr.read()
     assert p.wait(timeout=120) == 0, err
     assert all(line.startswith(b"perfmodel: warning:") for line in err.splitlines()), err
+
+
+def test_a_signal_after_an_output_is_written_says_that_it_was_written(tmp_path, monkeypatch, capsys):
+    """Ctrl-C between writing --timeline and printing the table: the message names the file written whole (it said
+    'output files were left as they were' while the new file was in place); before any write it says nothing was
+    changed."""
+    import signal
+
+    from perfmodel.cli import main as climain, serving as cliserving
+
+    mainmod = __import__("importlib").import_module("perfmodel.cli.main")
+
+    def interrupt(text):
+        raise mainmod.Interrupted(signal.SIGINT)
+
+    monkeypatch.setattr(cliserving, "_out", interrupt)
+    out = tmp_path / "timeline.csv"
+    assert climain([*SERVE, "--timeline", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert out.is_file() and str(out) in err and "written whole" in err, err
+    monkeypatch.setattr(cliserving.serving, "serve_runs", lambda *a, **k: interrupt(""))
+    assert climain([*SERVE, "--timeline", str(tmp_path / "other.csv")]) == 130
+    err = capsys.readouterr().err
+    assert "left as they were before this run" in err and not (tmp_path / "other.csv").exists(), err

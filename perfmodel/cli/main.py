@@ -74,11 +74,20 @@ def _handlers() -> dict:
 
 def _interrupted(signum: int) -> int:
     name = signal.Signals(signum).name
-    sys.stderr.write(f"perfmodel: interrupted by {name}; output files were left as they were before this run\n")
+    fileio = sys.modules.get("perfmodel.fileio")
+    done = list(dict.fromkeys(fileio.WRITTEN)) if fileio is not None else []
+    if done:  # the signal came after some outputs were in place: say which, and that nothing else changed
+        sys.stderr.write(f"perfmodel: interrupted by {name}; {', '.join(done)} had been written whole before it; "
+                         "other output files were left as they were\n")
+    else:
+        sys.stderr.write(f"perfmodel: interrupted by {name}; output files were left as they were before this run\n")
     return 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
 
 
 def _main(argv: Optional[list] = None) -> int:
+    fileio = sys.modules.get("perfmodel.fileio")
+    if fileio is not None:
+        fileio.WRITTEN.clear()  # this run's outputs only
     old = _handlers()
     try:
         return _run(argv)
