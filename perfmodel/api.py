@@ -39,6 +39,9 @@ def _required(x, opt: str) -> list:
     names = _names(x, opt)
     if not names:
         raise SpecError(opt, None, f"needs at least one name, got {x!r}")
+    names = list(dict.fromkeys(names)) if all(isinstance(n, str) for n in names) else names  # a name twice: once
+    if len(names) > MAX_NAMES:
+        raise SpecError(opt, None, f"{len(names):,} entries; at most {MAX_NAMES:,} per query")
     return names
 
 
@@ -70,7 +73,8 @@ def _warn_context(m: Model, S, what: str = "--context") -> None:
     warnings.warn(text, ContextWarning, stacklevel=level)
 
 
-MAX_POINTS, MAX_STEPS = 10**6, 10**7  # grid points per query; grid points x decode steps per request
+MAX_POINTS, MAX_STEPS = 10**6, 10**7  # grid points per query (all models x hardware); grid points x decode steps per request
+MAX_NAMES = 1000  # models or hardware in one -m or -H list (the catalogs hold about 40 each)
 
 
 def _prec(weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", quantize_embeddings=False) -> Precision:
@@ -230,9 +234,11 @@ def _phase(phase, model, hardware, batch, context, mode, weights_dtype, kv_dtype
     impl = check_mode(mode, impl, sets=sets)
     if attention not in ("fused", "unfused"):
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
-    if B.size * S.size > MAX_POINTS:
-        raise SpecError("--batch/--context", None, f"{B.size:,} x {S.size:,} points; at most {MAX_POINTS:,} per query "
-                                                    "(perfmodel sweep -o FILE streams bigger grids)")
+    pairs = len(_required(model, "--model")) * len(_required(hardware, "--hardware"))
+    if B.size * S.size * pairs > MAX_POINTS:  # over every model and hardware together, before any spec is read
+        raise SpecError("--batch/--context", None, f"{B.size:,} x {S.size:,} points x {pairs:,} model-hardware pairs; "
+                                                    f"at most {MAX_POINTS:,} per query (perfmodel sweep -o FILE streams "
+                                                    "bigger grids)")
     models, hws = specs(model, hardware, sets)
     prices = prices_for(price, hws)
     out = []

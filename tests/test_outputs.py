@@ -129,3 +129,16 @@ def test_a_signal_after_an_output_is_written_says_that_it_was_written(tmp_path, 
     assert climain([*SERVE, "--timeline", str(tmp_path / "other.csv")]) == 130
     err = capsys.readouterr().err
     assert "left as they were before this run" in err and not (tmp_path / "other.csv").exists(), err
+
+
+def test_the_point_limit_holds_over_every_model_and_hardware_together_and_duplicates_count_once(capsys):
+    import perfmodel as pm
+
+    batch = list(range(1, 1001))  # 1,000 x 1,000 = the limit for one pair
+    with pytest.raises(pm.SpecError, match="model-hardware pairs"):
+        pm.decode("llama-3.2-1b,qwen3-0.6b", "l4", batch=batch, context=list(range(1, 1001)))
+    assert main(["decode", "-m", ",".join(["llama-3.2-1b"] * 50), "-H", "l4,h100-sxm", "--batch", "1,2", "--format", "csv"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()[1:]
+    assert len(rows) == 2 * 2  # one model (named 50 times), two devices, two batches
+    assert main(["decode", "-m", ",".join(["llama-3.2-1b"] * 3 + [f"m{i}" for i in range(1001)])]) == 2
+    assert "at most 1,000" in capsys.readouterr().err
