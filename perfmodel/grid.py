@@ -87,6 +87,8 @@ def parse_axis(text, name: str, integer: bool = True, limit: int = MAX_ROWS) -> 
         raise SpecError(name, None, "values must be positive")
     if integer and np.any(a != np.round(a)):
         raise SpecError(name, None, "values must be whole numbers")
+    if np.any(a > 2.0 ** 53):  # past it whole numbers are not exact in float64 (and int64 casts overflow)
+        raise SpecError(name, None, f"values must be at most 2**53 (9.007e15), got {float(a.max()):.4g}")
     if a.size > limit:
         raise SpecError(name, None, f"{a.size:,} values, over the limit of {limit:,} rows a sweep evaluates "
                                     "(pass --max-rows N to go past it)")
