@@ -39,7 +39,8 @@ def _required(x, opt: str) -> list:
     names = _names(x, opt)
     if not names:
         raise SpecError(opt, None, f"needs at least one name, got {x!r}")
-    names = list(dict.fromkeys(names)) if all(isinstance(n, str) for n in names) else names  # a name twice: once
+    if isinstance(x, str):  # a comma list as typed: a name given twice is queried once
+        names = list(dict.fromkeys(names))
     if len(names) > MAX_NAMES:
         raise SpecError(opt, None, f"{len(names):,} entries; at most {MAX_NAMES:,} per query")
     return names
@@ -140,7 +141,7 @@ def layout(tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Layout:
     for name, v in (("--tp", tp), ("--pp", pp), ("--ep", ep), ("--replicas", replicas)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise SpecError(name, None, f"must be a positive integer, got {v!r}")
-    from .parallel import MAX_GPUS
+    from .ops import MAX_GPUS
 
     if int(tp) * int(pp) * int(ep) * int(replicas) > MAX_GPUS:
         raise SpecError("--tp/--pp/--ep/--replicas", None, f"{int(tp) * int(pp) * int(ep) * int(replicas):,} devices "

@@ -35,6 +35,7 @@ from .formats import Format, get_format
 from .specs import Model
 
 MATMUL, ATTENTION, VECTOR, COMM = "matmul", "attention", "vector", "comm"
+MAX_GPUS = 10**12  # devices a layout may have: a prime near this still factors in ~0.2 s (parallel.py)
 
 
 @dataclass(frozen=True)

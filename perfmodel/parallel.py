@@ -13,12 +13,11 @@ import numpy as np
 from . import engine
 from .api import LAYOUT_COLUMNS, PHASE_COLUMNS, _flat, _positive, _prec, check_mode, concat, economics, mode_cols, specs
 from .errors import DataWarning, SpecError
-from .ops import Layout
+from .ops import MAX_GPUS, Layout
 from .timemodel import crosses_nodes, missing_data
 from .units import parse_quantity
 
 
-MAX_GPUS = 10**12  # a prime near this still factors in ~0.2 s (trial division up to 10^6)
 
 
 def _factors(n: int) -> dict:
