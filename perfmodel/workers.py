@@ -135,9 +135,9 @@ def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
 
 
 def _dask(fn, tasks: list, n: int, address: str, bar: _Progress) -> list:
+    client, local = _client(address, n)  # first: one line when distributed is not installed
     from distributed import as_completed
 
-    client, local = _client(address, n)
     try:
         futs = client.map(fn, tasks, pure=False)
         index = {f.key: i for i, f in enumerate(futs)}

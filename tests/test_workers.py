@@ -148,3 +148,15 @@ def test_a_sweep_gives_the_same_rows_in_the_same_order_whoever_evaluates_its_blo
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
         assert a.equals(pm.sweep(**kw, cluster=lc.scheduler_address))
+
+
+def test_without_the_cluster_extra_cluster_is_one_line_saying_what_to_install(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # what an install without perfmodel[cluster] has
+    for argv in (["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--seeds", "1", "--requests", "300",
+                  "--cluster", "local"],
+                 ["sweep", "--batch", "1:8:x2", "--context", "128,256", "--chunk-rows", "2", "--cluster", "local"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--cluster" in err[0] and "perfmodel[cluster]" in err[0], err
