@@ -19,6 +19,7 @@ StepCost itself: slower, never different.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 
 import numpy as np
 
@@ -46,10 +47,10 @@ class FastCost:
         self.fast = self.fast_decode and self.lay.ep == 1 and not st._depends("prefill")
         self.mcap = int(budget) if budget else 4096  # prefill steps carry at most the budget (whole prompts: grown)
         self._dec_prefix = None  # (device, host, step) arrays over n = 0 .. len - 1
-        self._pre_prefix: dict = {}  # n // NBLOCK -> (device, host, step) arrays over (n in the block, M)
+        self._pre_prefix: OrderedDict = OrderedDict()  # n // NBLOCK -> (device, host, step) over (n in it, M); LRU
         self._dec = None  # decode attention: (templates, table rows over the rounded context / q)
         self._affine = None  # decode table columns as c0 + c1 k (so a step's sums are n c0 + c1 sum k), or False
-        self._dec_time: dict = {}  # (n, sum k // BLOCK) -> step times over that block of sum k
+        self._dec_time: OrderedDict = OrderedDict()  # (n, sum k // BLOCK) -> (device, host, step) arrays; LRU
         self._poly = None  # prefill attention: (templates, coefficients) or False (exact rows)
 
     # -- the ops with weights, priced for a vector of sizes ------------------------------------
@@ -81,6 +82,8 @@ class FastCost:
         entry is computed elementwise, so the table does not depend on which block or size asked first."""
         key = n // self.NBLOCK
         v = self._pre_prefix.get(key)
+        if v is not None:
+            self._pre_prefix.move_to_end(key)
         if v is None or M >= v[0].shape[1]:
             size = max(self.mcap + 1, 2 * M if v is not None else M + 1)
             ns = np.arange(key * self.NBLOCK, (key + 1) * self.NBLOCK, dtype=np.float64)[:, None]
@@ -88,6 +91,8 @@ class FastCost:
             Ms = np.maximum(Ms, ns + 1.0)  # M > n in a prefill step (placeholders below it)
             ns = np.maximum(ns, 1.0) + 0.0 * Ms  # n = 0 never occurs
             v = self._pre_prefix[key] = self._prefix(ns, Ms, "prefill")
+            if len(self._pre_prefix) > self.MAX_PREFILL_BLOCKS:  # memory bounded on long runs; a block comes back
+                self._pre_prefix.popitem(last=False)  # the same (element by element), so eviction changes nothing
         d, h, s = v
         r = n % self.NBLOCK
         return d[r, M], h[r, M], s[r, M]
@@ -121,11 +126,13 @@ class FastCost:
             wcol = V[:, 1::w]
             const = [bool(np.all(wcol[:, i] == wcol[0, i])) for i in range(len(ops))]
             self._dec = ([copy.copy(op) for op in ops], table, const, [float(x) for x in wcol[0]])
-            self._affine, self._dec_time = None, {}  # checked again over the longer table
+            self._affine, self._dec_time = None, OrderedDict()  # checked again over the longer table
         return self._dec
 
     # -- decode-only steps as a function of (rows, sum of rounded contexts) -------------------------
     BLOCK = 2048  # sums of k priced at once per row count: one vectorized pricing serves many steps
+    MAX_DECODE_BLOCKS = 1024  # at most 48 MB of decode blocks (least recently used dropped)
+    MAX_PREFILL_BLOCKS = 8  # prefill prefix tables of 32 row counts x the budget's token counts
 
     def _affine_cols(self):
         """Per column of the decode table (every op's FIELDS, key length and f / k): (c0, c1) with column = c0 +
@@ -151,7 +158,9 @@ class FastCost:
         sums are formed as n c0 + c1 ks instead of row by row, which moves the result by float rounding only)."""
         key = (n, ks // self.BLOCK)
         v = self._dec_time.get(key)
-        if v is None:
+        if v is not None:
+            self._dec_time.move_to_end(key)
+        else:
             lo = key[1] * self.BLOCK
             K = np.maximum(np.arange(lo, lo + self.BLOCK, dtype=np.float64), 1.0)  # sum k >= n >= 1 (0: unused)
             c0, c1 = self._affine
@@ -173,8 +182,11 @@ class FastCost:
                 dev = dev + np.asarray(t, dtype=np.float64) * c
                 host = host + np.asarray(t_cpu, dtype=np.float64) * c
                 stp = stp + np.asarray(t_step, dtype=np.float64) * c
-            v = self._dec_time[key] = list(zip(dev.tolist(), host.tolist(), stp.tolist()))
-        return v[ks % self.BLOCK]
+            v = self._dec_time[key] = (dev, host, stp)
+            if len(self._dec_time) > self.MAX_DECODE_BLOCKS:  # 48 kB a block: a long closed loop visits thousands
+                self._dec_time.popitem(last=False)
+        i = ks % self.BLOCK
+        return float(v[0][i]), float(v[1][i]), float(v[2][i])
 
     def _decode_time(self, n: int, ks: int) -> float:
         """A decode-only step of n rows whose rounded contexts sum to ks: the ops with weights plus _decode_attn."""
