@@ -371,9 +371,9 @@ a search's chosen row into the engine's launch command (docs/launch.md maps each
     ("code", """
 import pathlib, tempfile
 fleet_file = pathlib.Path(tempfile.mkdtemp()) / "fleet.csv"
-fleet_file.write_text("name,model,hardware,tp,prompt_len,output_len,seeds,requests\n"
-                      "small-l4,llama-3.2-1b,l4,1,256,64,1,400\n"
-                      "small-h100,llama-3.2-1b,h100-sxm,1,256,64,1,400\n")
+fleet_file.write_text("name,model,hardware,tp,prompt_len,output_len,seeds,requests\\n"
+                      "small-l4,llama-3.2-1b,l4,1,256,64,1,400\\n"
+                      "small-h100,llama-3.2-1b,h100-sxm,1,256,64,1,400\\n")
 fleet = pm.fleet(str(fleet_file), workers=2)
 fleet[fleet.chosen][["name", "hardware", "tp", "goodput_rps", "ttft_s", "tpot_s", "binding"]]
 """),
