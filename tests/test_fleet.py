@@ -118,3 +118,8 @@ def test_a_fleet_file_over_a_mebibyte_is_refused(tmp_path, capsys):
     path = _write(tmp_path, "big.csv", "model,hardware\n" + "llama-3.2-1b,l4\n" * 70000)
     assert main(["fleet", path]) == 2
     assert "over the 1,048,576-byte limit" in capsys.readouterr().err
+
+
+def test_the_fleet_table_says_whether_its_times_are_the_ideal_bound(tmp_path, capsys):
+    assert main(["fleet", _write(tmp_path, "fleet.csv", CSV), "--workers", "1"]) == 0
+    assert "# mode roofline: an ideal bound" in capsys.readouterr().out

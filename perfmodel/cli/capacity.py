@@ -225,6 +225,8 @@ def fleet(path: str = typer.Argument(..., help="A fleet file: CSV with a header,
     _out(f"# {len(summaries)} fleet rows; each row: its chosen layout (the Pareto row with the most goodput per device, "
          "or the cheapest when priced), or why none has a goodput" + ("" if show_all else "; --all prints every row")
          + (f"; every row written to {out}" if out else ""))
+    for mode, impl in dict.fromkeys((sm["mode"], sm.get("impl")) for sm in summaries):  # ideal bound or estimate
+        _out(mode_note(mode, impl if isinstance(impl, str) else None))
 
 
 def cap_columns() -> list:
