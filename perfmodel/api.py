@@ -12,7 +12,6 @@ import numpy as np
 
 from . import engine
 from .errors import ContextWarning, SpecError
-from .formats import get_format
 from .ops import Layout, Precision, build_ops, param_count
 from .specs import (Hardware, Model, catalog_names, check_sets, hardware_from_dict, load_hardware, load_impl,
                     load_model, load_raw)
@@ -79,13 +78,7 @@ MAX_NAMES = 1000  # models or hardware in one -m or -H list (the catalogs hold a
 
 
 def _prec(weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", quantize_embeddings=False) -> Precision:
-    for fld, v in (("--weights-dtype", weights_dtype), ("--act-dtype", act_dtype), ("--kv-dtype", kv_dtype)):
-        if v is not None:
-            try:
-                get_format(v)
-            except ValueError as e:
-                raise SpecError(fld, None, str(e)) from None
-    return Precision(weights_dtype, act_dtype, kv_dtype, quantize_embeddings)
+    return Precision(weights_dtype, act_dtype, kv_dtype, quantize_embeddings)  # checks itself (ops.Precision)
 
 
 def _positive(values, name, integer=True) -> np.ndarray:
@@ -138,18 +131,7 @@ LAYOUT_COLUMNS = ["tp", "pp", "ep", "replicas", "devices", "comm_time_s"]
 
 
 def layout(tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Layout:
-    for name, v in (("--tp", tp), ("--pp", pp), ("--ep", ep), ("--replicas", replicas)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise SpecError(name, None, f"must be a positive integer, got {v!r}")
-    from .ops import MAX_GPUS
-
-    if int(tp) * int(pp) * int(ep) * int(replicas) > MAX_GPUS:
-        raise SpecError("--tp/--pp/--ep/--replicas", None, f"{int(tp) * int(pp) * int(ep) * int(replicas):,} devices "
-                                                           f"(tp x pp x ep x replicas), over the {MAX_GPUS:,} this "
-                                                           "calculator takes")
-    if microbatches is not None and (not isinstance(microbatches, (int, np.integer)) or microbatches < 1):
-        raise SpecError("--microbatches", None, f"must be a positive integer, got {microbatches!r}")
-    return Layout(int(tp), int(pp), int(ep), int(replicas), microbatches)
+    return Layout(tp, pp, ep, replicas, microbatches)  # Layout checks itself (ops.Layout.__post_init__)
 
 
 def _layout_cols(r: dict, lay: Layout) -> dict:

@@ -208,7 +208,9 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
     sequence by one token per round of max(m * stage time, one micro-batch through all stages).
     """
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        from .errors import SpecError
+
+        raise SpecError("--mode", None, f"must be one of {', '.join(MODES)}, got {mode!r}")
     tm = tm or time_model(mode, hw, impl)
     prec = prec or Precision()
     lay = layout or Layout()

@@ -34,3 +34,32 @@ class DataWarning(UserWarning):
 class LoadWarning(UserWarning):
     """Offered load beyond what a simulated server sustains: its queue grows with the trace, so latency
     percentiles depend on how long the trace is. The CLI prints it as one `perfmodel: warning:` line."""
+
+
+def checked_init(cls):
+    """A public class whose constructor names a missing or unknown argument in one line (with did-you-mean)
+    instead of Python's TypeError. Only the binding is checked here; the values are the class's own business."""
+    import difflib
+    import functools
+    import inspect
+
+    init = cls.__init__
+    sig = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            sig.bind(self, *args, **kwargs)
+        except TypeError as e:
+            names = [p for p in sig.parameters if p != "self"]
+            unknown = [k for k in kwargs if k not in sig.parameters]
+            if unknown:
+                near = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.75)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise SpecError(f"{cls.__name__}()", None, f"unknown argument {unknown[0]!r}{hint} (it takes "
+                                                          f"{', '.join(names)})") from None
+            raise SpecError(f"{cls.__name__}()", None, str(e).replace("__init__() ", "")) from None
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls

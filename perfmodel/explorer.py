@@ -43,6 +43,7 @@ class Explorer:
         from . import specs, whatif
 
         fmts = list(whatif.formats()["format"])
+        _check(model, hardware, batch, context, weights_dtype, kv_dtype, mode, tp, fmts)
         self.controls = {
             "model": W.Dropdown(options=_names(specs.catalog_names("models"), model), value=model, description="model"),
             "hardware": W.Dropdown(options=_names(specs.catalog_names("hardware"), hardware), value=hardware,
@@ -168,6 +169,27 @@ class Explorer:
                              + "".join(f"<br><span style='color:#a60'>{_esc(n)}</span>" for n in notes))
         self.table.value = pm.human(self.ops).to_html(index=False, border=0)
         return self
+
+
+def _check(model, hardware, batch, context, weights_dtype, kv_dtype, mode, tp, fmts) -> None:
+    """The starting settings, checked before any widget is made: one line naming the argument (a widget would
+    raise its own TraitError on a value outside its options)."""
+    from . import specs
+    from .errors import SpecError
+
+    for name, v, top in (("batch", batch, 10**6), ("context", context, 10**8), ("tp", tp, 1024)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+            raise SpecError(f"{name}=", None, f"must be a whole number from 1 to {top:,}, got {v!r}")
+    for name, v in (("weights_dtype", weights_dtype), ("kv_dtype", kv_dtype)):
+        if v not in fmts:
+            raise SpecError(f"{name}=", None, f"must be one of the formats the explorer offers ({', '.join(fmts)}), "
+                                              f"got {v!r}")
+    if mode not in MODES:
+        raise SpecError("mode=", None, f"must be one of {', '.join(MODES)}, got {mode!r}")
+    for name, v, load in (("model", model, specs.load_model), ("hardware", hardware, specs.load_hardware)):
+        if not isinstance(v, str):
+            raise SpecError(f"{name}=", None, f"must be a catalog name or a file path (text), got {type(v).__name__}")
+        load(v)  # a bad name or file is its one line now, not a widget's error later
 
 
 def _names(catalog, value):

@@ -17,6 +17,8 @@ import math
 import re
 import shlex
 
+import numpy as np
+
 from .errors import SpecError
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -269,6 +271,9 @@ def for_capacity(t, summary: dict, engine=None, memory_fraction=0.9, row: int | 
     from . import api
     from .specs import load_impl
 
+    n = len(list(t["hardware"]))
+    if row is not None and (isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < n):
+        raise SpecError("--row", None, f"must be a row number from 0 to {n - 1} of this capacity table, got {row!r}")
     i = chosen(t) if row is None else int(row)
     if i is None:
         return None

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import checked_init
 from .formats import Format, get_format
 from .specs import Model
 
@@ -38,6 +39,7 @@ MATMUL, ATTENTION, VECTOR, COMM = "matmul", "attention", "vector", "comm"
 MAX_GPUS = 10**12  # devices a layout may have: a prime near this still factors in ~0.2 s (parallel.py)
 
 
+@checked_init
 @dataclass(frozen=True)
 class Layout:
     """How one model replica is spread over devices (docs/parallelism.md).
@@ -56,6 +58,20 @@ class Layout:
     replicas: int = 1
     microbatches: int | None = None
 
+    def __post_init__(self):  # checked when made, so no code path meets a bad layout (the CLI's messages)
+        from .errors import SpecError
+
+        for k in ("tp", "pp", "ep", "replicas", "microbatches"):
+            v = getattr(self, k)
+            if v is None and k == "microbatches":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise SpecError(f"--{k}", None, f"must be a positive integer, got {v!r}")
+            object.__setattr__(self, k, int(v))
+        if self.devices > MAX_GPUS:
+            raise SpecError("--tp/--pp/--ep/--replicas", None, f"{self.devices:,} devices (tp x pp x ep x replicas), "
+                                                               f"over the {MAX_GPUS:,} this calculator takes")
+
     @property
     def devices(self) -> int:
         return self.tp * self.pp * self.ep * self.replicas
@@ -65,6 +81,7 @@ class Layout:
         return self.microbatches or self.pp
 
 
+@checked_init
 @dataclass
 class Precision:
     """Storage formats of weights, activations and KV cache (names from perfmodel.formats)."""
@@ -73,6 +90,21 @@ class Precision:
     act: str = "bf16"
     kv: str | None = None  # None: same as act
     quantize_embeddings: bool = False  # by default embeddings / LM head stay 16-bit when weights are quantized
+
+    def __post_init__(self):  # an unknown format is one line when the Precision is made (the CLI's messages)
+        from .errors import SpecError
+
+        for fld, v in (("--weights-dtype", self.weights), ("--act-dtype", self.act), ("--kv-dtype", self.kv)):
+            if v is None and fld == "--kv-dtype":
+                continue
+            if not isinstance(v, str):
+                raise SpecError(fld, None, f"must be a format name such as 'bf16', got {type(v).__name__} {v!r}")
+            try:
+                get_format(v)
+            except ValueError as e:
+                raise SpecError(fld, None, str(e)) from None
+        if not isinstance(self.quantize_embeddings, (bool, np.bool_)):
+            raise SpecError("--quantize-embeddings", None, f"must be True or False, got {self.quantize_embeddings!r}")
 
     def formats(self) -> tuple[Format, Format, Format, Format]:
         wf, af = get_format(self.weights), get_format(self.act)
@@ -581,10 +613,12 @@ def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
     layers (ceil(L/pp) of L; embedding and LM head included), for per-device memory and stage time;
     stage=False keeps every layer once (the path of one token through all stages).
     """
+    from .errors import SpecError
+
     if phase not in ("prefill", "decode"):
-        raise ValueError(f"phase must be prefill or decode, got {phase!r}")
+        raise SpecError("--phase", None, f"must be prefill or decode, got {phase!r}")
     if attention not in ("fused", "unfused"):
-        raise ValueError(f"attention must be fused or unfused, got {attention!r}")
+        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
     lay = layout or Layout()
     check_layout(model, lay)
     share = -(-model.n_layers // lay.pp) / model.n_layers if (stage and lay.pp > 1) else 1

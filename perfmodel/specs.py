@@ -77,8 +77,11 @@ class Hardware:
         """The accelerator's intensity: peak FLOP/s / bandwidth (FLOP per byte)."""
         return self.peak(dtype) / self.memory_bandwidth
 
-    def replace(self, **kw) -> "Hardware":
-        return dataclasses.replace(self, **kw)
+    def replace(self, *args, **kw) -> "Hardware":
+        """A modified copy, each changed field checked as a file's would be: quantities as numbers in SI units
+        or texts with units ('4 TB/s'), peak_flops as {dtype: value}. Its source becomes 'code'."""
+        _keywords_only(self, args)
+        return _replace_hardware(self, kw)
 
 
 def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
@@ -119,6 +122,43 @@ def hardware_from_dict(data: dict, where: str, key: str = "") -> Hardware:
         vals["achievable"] = achievable_from_dict(data["achievable"], where)
     return Hardware(name=_str(data["name"], where, "name"), peak_flops=peaks, sources=sources,
                     description=str(data.get("description") or ""), key=key or where, **vals)
+
+
+def _keywords_only(spec, args) -> None:
+    if args:
+        raise SpecError(f"<{spec.name} modified>", None, f"replace takes field=value keywords only, got {len(args)} "
+                                                         "positional value(s)")
+
+
+def _replace_hardware(hw: Hardware, kw: dict) -> Hardware:
+    where = f"<{hw.name} modified>"
+    _check_keys(kw, {"name", "description", "peak_flops", "devices_per_node", "link_algorithms", "achievable",
+                     *_HW_QTY}, where)
+    vals, sources = {}, dict(hw.sources)
+    for fld, v in kw.items():
+        if fld in _HW_QTY:
+            vals[fld] = None if v is None else _qty(v, where, fld, _HW_QTY[fld], "code")[0]
+            sources[fld] = "code"
+        elif fld == "peak_flops":
+            if not isinstance(v, dict) or not v:
+                raise SpecError(where, "peak_flops", "must be a mapping dtype: FLOP/s, e.g. {'bf16': 989e12}")
+            _check_keys(v, PEAK_KEYS, where, "peak_flops.")
+            vals[fld] = {k: _qty(x, where, f"peak_flops.{k}", "flop/s", "code")[0] for k, x in v.items() if x is not None}
+            sources.update({f"peak_flops.{k}": "code" for k in vals[fld]})
+        elif fld == "devices_per_node":
+            vals[fld] = None if v is None else _int(v, where, fld)
+        elif fld in ("name", "description"):
+            vals[fld] = _str(v, where, fld)
+        elif fld == "link_algorithms":
+            vals[fld] = None if v is None else link_algorithms(v, where)[0]
+        elif v is not None and not isinstance(v, Achievable):
+            raise SpecError(where, fld, f"must be an Achievable (or None), got {type(v).__name__}")
+        else:
+            vals[fld] = v
+    for fld in ("gemm_weight_passes", "attention_kv_passes"):
+        if vals.get(fld) is not None and vals[fld] < 1:
+            raise SpecError(where, fld, f"{vals[fld]:g} is below 1: it counts reads of the streamed operand")
+    return dataclasses.replace(hw, sources=sources, **vals)
 
 
 # ---------------------------------------------------------------- model
@@ -253,8 +293,17 @@ class Model:
         """The format pinned for a tensor group (WEIGHT_GROUPS), or None (the precision's weights format)."""
         return dict(self.weight_formats).get(group)
 
-    def replace(self, **kw) -> "Model":
+    def replace(self, *args, **kw) -> "Model":
         """A modified copy, validated like a file would be."""
+        _keywords_only(self, args)
+        where = f"<{self.name} modified>"
+        _check_keys(kw, {f.name for f in dataclasses.fields(self)}, where)
+        for fld in ("mla", "moe", "gated_deltanet", "dsa"):  # a part given as a mapping is read as a file's would be
+            v = kw.get(fld)
+            if isinstance(v, dict):
+                kw[fld] = model_from_dict({**_model_to_dict(self), fld: v}, where).__getattribute__(fld)
+            elif v is not None and not dataclasses.is_dataclass(v):
+                raise SpecError(where, fld, f"must be a mapping of its fields (or None), got {type(v).__name__}")
         return model_from_dict(_model_to_dict(dataclasses.replace(self, **kw)), f"<{self.name} modified>")
 
 

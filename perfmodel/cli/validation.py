@@ -37,7 +37,7 @@ def _select(df, col: str, wanted: list | None, opt: str, mapping: dict | None = 
     return df[keys.isin(wanted) | df[col].isin(wanted)]
 
 
-MAX_POINTS = 200  # point x mode simulations one command runs without --max-points: a minute or so
+from ..serving.silicon import MAX_POINTS  # noqa: E402  (the limit without --max-points)
 
 
 def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=None, system=None, backend=None,
@@ -73,14 +73,7 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
     df = _select(df, "model_path", _names(model, "--model"), "--model", silicon.MODELS)
     df = _select(df, "system", _names(system, "--system"), "--system", silicon.SYSTEMS)
     df = _select(df, "backend", _names(backend, "--backend"), "--backend")
-    limit = MAX_POINTS if max_points is None else max_points
-    if not (isinstance(limit, int) and limit >= 1):
-        raise SpecError("--max-points", None, f"must be a whole number >= 1, got {limit!r}")
-    if len(df) * len(modes) > limit:  # bounded work: refused before any simulation
-        raise SpecError("--max-points", None, f"{len(df):,} points x {len(modes)} mode(s) = {len(df) * len(modes):,} "
-                                              f"simulations, over the limit of {limit:,} (about 0.1-1 s each on one core; "
-                                              "the whole sample took 24 min on 2 cores): narrow it with -m/--system/"
-                                              "--backend, or pass --max-points N to run them")
+    silicon.check_points(len(df), len(modes), MAX_POINTS if max_points is None else max_points, "--max-points")
     t0 = time.perf_counter()
     tty = sys.stderr.isatty()  # progress and times for a person watching; none in a log or a captured run
     sys.stderr.write(f"perfmodel: predicting {len(df):,} measured serving points in {len(modes)} mode(s)"

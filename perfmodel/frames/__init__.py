@@ -48,34 +48,10 @@ __all__ = ["point", "decode", "prefill", "request", "intensity", "kv", "budget",
            "ContextWarning", "DataWarning", "SAVED_RUN", "COUNT_COLUMNS"]
 
 
-def _python_names(fn):
-    """An error about an argument names the argument as the caller wrote it: `weights_dtype=`, not the CLI's
-    `--weights-dtype` (the engine's checks are shared with the CLI, which names its flags)."""
-    import functools
-    import inspect
+from .boundary import public as _public  # noqa: E402
 
-    params = set(inspect.signature(fn).parameters)
-    alias = {"set": "sets", "impl": "impl"}
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except SpecError as e:
-            where = str(e.where)
-            if not where.startswith("-"):
-                raise
-            names = [alias.get(x, x) for x in (p.strip().lstrip("-").replace("-", "_") for p in where.split("/"))]
-            if not names or not all(n in params for n in names):
-                raise
-            raise SpecError("/".join(f"{n}=" for n in names), e.field, e.problem) from None
-
-    return wrapper
-
-
-for _name in ("point", "decode", "prefill", "request", "intensity", "kv", "budget", "show", "compare", "weights",
-              "speculative", "plan", "sweep", "serve_sim", "kv_memory", "capacity", "fleet", "launch_settings",
-              "published_validation",
-              "serving_validation"):
-    globals()[_name] = _python_names(globals()[_name])
-del _name
+for _name in __all__:  # every public function checks its arguments by name first (perfmodel/frames/boundary.py)
+    _obj = globals()[_name]
+    if callable(_obj) and not isinstance(_obj, type):
+        globals()[_name] = _public(_obj)
+del _name, _obj

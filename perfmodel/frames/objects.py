@@ -68,6 +68,8 @@ def catalog_names(kind) -> list:
     >>> "llama-3.1-8b" in pm.catalog_names("models")
     True
     """
+    if kind not in ("hardware", "models", "impl"):
+        raise _specs.SpecError("kind=", None, f"must be 'hardware', 'models' or 'impl', got {kind!r}")
     return _specs.catalog_names(kind)
 
 
@@ -237,6 +239,8 @@ def max_batch(model, capacity, context, prec=None, overhead=0.0, phase="decode",
                     else load_hardware(text).memory_capacity)
     if isinstance(prec, str):
         prec = _Precision(prec)
+    if isinstance(overhead, str):
+        overhead = parse_quantity(overhead, "bytes", allow_zero=True)
     return _engine.max_batch(m, capacity, context, prec, overhead, phase, layout)
 
 
@@ -258,7 +262,14 @@ def parse_quantity(text, dimension, allow_zero=False) -> float:
     >>> pm.parse_quantity("3.35 TB/s", "bytes/s")
     3350000000000.0
     """
-    return _units.parse_quantity(text, dimension, allow_zero)
+    from ..errors import SpecError
+
+    if dimension not in _units._EXAMPLE:
+        raise SpecError("dimension=", None, f"unknown dimension {dimension!r} (known: {', '.join(_units._EXAMPLE)})")
+    try:
+        return _units.parse_quantity(text, dimension, allow_zero)
+    except ValueError as e:  # the units layer's reason, as the one perfmodel error (SpecError is a ValueError)
+        raise SpecError("text=", None, str(e)) from None
 
 
 # ---------------------------------------------------------------- serving

@@ -440,7 +440,7 @@ def launch_settings(capacity_frame, engine=None, memory_fraction=0.9, row=None):
 
 
 def serving_validation(sample=None, modes=("roofline", "achievable"), model=None, system=None, backend=None,
-                       rounds=2, jobs=1, impl="engine", cluster=None):
+                       rounds=2, jobs=1, impl="engine", cluster=None, max_points=200):
     """Measured serving runs against the serving simulator: every point of AIConfigurator's silicon sample
     (closed-loop concurrency benchmarks of vLLM, SGLang and TensorRT-LLM; perfmodel/measure/data/aiconfigurator)
     or of a CSV of the same columns, predicted with the workload as measured (docs/validation.md, "Serving").
@@ -453,6 +453,8 @@ def serving_validation(sample=None, modes=("roofline", "achievable"), model=None
     rounds : int -- measured requests per client after a warm-up of 2 per client (AIPerf measures 20)
     jobs : int or None -- local worker processes to simulate in (None: one per core)
     cluster : str -- a Dask scheduler address or 'local': the simulations run there (perfmodel[cluster])
+    max_points : int -- the most point x mode simulations to run (default 200, about a minute); more is refused
+        before any work, as `validate --serving --max-points` does
     impl : str -- the achievable mode's implementation profile: "engine" (each point's measured engine:
         vllm-0.24, sglang-0.5, trtllm-1.3) or a profile name or file
 
@@ -476,6 +478,13 @@ def serving_validation(sample=None, modes=("roofline", "achievable"), model=None
     for col, wanted, opt, mapping in (("model_path", model, "model", silicon.MODELS),
                                       ("system", system, "system", silicon.SYSTEMS), ("backend", backend, "backend", None)):
         df = _select(df, col, None if wanted is None else list(wanted), opt, mapping)
+    from .. import workers as _wk
+    from ..errors import SpecError
+
+    silicon.check_points(len(df), len(tuple(modes)), max_points, "max_points=")
+    jobs, cluster = _wk.check(jobs, cluster, "--jobs")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 100:
+        raise SpecError("rounds=", None, f"must be a whole number of requests per client from 1 to 100, got {rounds!r}")
     return silicon.predict(df, tuple(modes), rounds, jobs, impl=impl, cluster=cluster)
 
 

@@ -10,7 +10,7 @@ from ..errors import SpecError
 from .kvmemory import kv_sizes
 from .scheduler import POLICIES, StepCost, simulate
 from ..timemodel import impl_name
-from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, _whole, make_traffic
+from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, _whole, make_traffic, parse_rate
 
 
 def _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets):
@@ -176,7 +176,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
                                             f"{warm} of the warm-up (--warmup)")
     if trace is None:
         _bound(len(pols), max_tokens, share, samples)
-    tr = make_traffic(share, None if rate is None else rate / R, trace, prompt_len, output_len, samples,
+    tr = make_traffic(share, None if rate is None else parse_rate(rate) / R, trace, prompt_len, output_len, samples,
                       shared_prefix, seed)
     _bound(len(pols), max_tokens, tr=tr, slots=_slots(slots))
     one = lay.__class__(lay.tp, 1, lay.ep, 1)

@@ -501,11 +501,30 @@ CATEGORIES = (("overall", None), ("backend", "backend"), ("system", "system"), (
               ("serving", "serving_mode"), ("concurrency", "band"))
 
 
+MAX_POINTS = 200  # point x mode simulations one call runs unless told more (max_points): a minute or so
+
+
+def check_points(points: int, modes: int, limit, opt: str) -> None:
+    """Bounded work: more than `limit` simulations are refused before any runs."""
+    if not (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1):
+        raise SpecError(opt, None, f"must be a whole number >= 1, got {limit!r}")
+    if points * modes > limit:
+        raise SpecError(opt, None, f"{points:,} points x {modes} mode(s) = {points * modes:,} simulations, over the "
+                                   f"limit of {limit:,} (about 0.1-1 s each on one core; the whole sample took 24 min "
+                                   "on 2 cores): narrow it by model/system/backend, or raise the limit to run them")
+
+
+SUMMARY_COLUMNS = ("status", "mode", "ttft_error", "tpot_error")
+
+
 def summarize(points) -> "pd.DataFrame":
     """Per mode and category: points predicted, median and p90 |error| and the signed bias (median error) of
     TTFT and TPOT, and the share within +-25%."""
     import pandas as pd
 
+    missing = [c for c in SUMMARY_COLUMNS if c not in points.columns]
+    if missing:
+        raise SpecError("points", None, f"is not a serving_validation table: it lacks {', '.join(missing)}")
     rows = []
     ok = points[points["status"] == "ok"]
     for mode in points["mode"].unique():

@@ -38,6 +38,9 @@ class Lengths:
         return np.clip(x, 1, self.hi).astype(np.int64)  # rounding and the cap keep the median
 
 
+MAX_LENGTH = 2**31 - 1  # tokens in one prompt or output: far beyond any model's context
+
+
 def parse_lengths(text, opt: str) -> Lengths:
     """`512`, `fixed:512`, `uniform:64,1024` (or min=,max=), `lognormal:median=18,max=231[,sigma=1]`."""
     if isinstance(text, Lengths):
@@ -61,6 +64,8 @@ def parse_lengths(text, opt: str) -> Lengths:
         if not math.isfinite(x) or x < minimum or (integer and x != int(x)):
             kind_ = "a whole number" if integer else "a number"
             raise SpecError(opt, None, f"{what} must be {kind_} >= {minimum}, got {v!r} in {s!r}")
+        if x > MAX_LENGTH:  # numpy's draws are int64, and no model reads more tokens than this
+            raise SpecError(opt, None, f"{what} {v!r} is over the longest length taken, {MAX_LENGTH:,} tokens")
         return int(x) if integer else x
 
     def take(keys, n_pos):
@@ -169,7 +174,7 @@ def make_traffic(requests=None, rate=None, trace=None, prompt_len=DEFAULT_PROMPT
     changing one (say, the output distribution) leaves the others as they were."""
     samples = _whole(samples, "--samples")
     shared_prefix = _whole(shared_prefix, "--shared-prefix", 0)
-    rng = [np.random.default_rng([int(seed), k]) for k in range(3)]
+    rng = [np.random.default_rng([_whole(seed, "--seed", 0), k]) for k in range(3)]
     if trace is not None:
         if rate is not None:
             raise SpecError("--rate", None, "the trace gives the arrival times; drop --rate or --trace")
@@ -192,9 +197,7 @@ def make_traffic(requests=None, rate=None, trace=None, prompt_len=DEFAULT_PROMPT
     if rate is None:
         arr = np.zeros(n)
     else:
-        r = float(rate)
-        if not (math.isfinite(r) and r > 0):
-            raise SpecError("--rate", None, f"must be a positive number of requests per second, got {rate!r}")
+        r = parse_rate(rate)
         arr = np.cumsum(rng[0].exponential(1.0 / r, size=n))  # Poisson: exponential gaps
         arr -= arr[0]  # the first request opens the run
     return Traffic(arr, P.draw(rng[1], n), O.draw(rng[2], (n, samples)), O.max, shared_prefix,
@@ -202,6 +205,17 @@ def make_traffic(requests=None, rate=None, trace=None, prompt_len=DEFAULT_PROMPT
 
 
 MAX_WHOLE = 10**15  # no count a simulation takes is larger (the work limits refuse far less); past it: one line
+
+
+def parse_rate(rate) -> float:
+    """--rate: arrivals per second, a positive finite number (a number or its text)."""
+    try:
+        r = float(rate) if not isinstance(rate, bool) else float("nan")
+    except (TypeError, ValueError, OverflowError):
+        r = float("nan")
+    if not (math.isfinite(r) and r > 0):
+        raise SpecError("--rate", None, f"must be a positive number of requests per second, got {rate!r}")
+    return r
 
 
 def _whole(v, opt, minimum=1, maximum=MAX_WHOLE) -> int:
