@@ -2,22 +2,50 @@
 
 The command installs these before its heavy imports (perfmodel/__init__.py, when the program is the
 `perfmodel` console script), so a Ctrl-C while it starts is one line and exit 130 too, never a traceback;
-cli/main.py then replaces them with handlers that unwind (temporary files are removed on the way out).
-Nothing here runs for `import perfmodel` in a notebook or a script."""
+cli/main.py then replaces them with handlers that unwind (temporary files are removed on the way out), and
+the console script puts the late ones in place once the work is done. Nothing here runs for
+`import perfmodel` in a notebook or a script.
+
+The early and late handlers end the process at once (os._exit) instead of raising: an exception raised in a
+signal handler surfaces inside whatever code was running, and during start-up that is some library's import
+(numpy turned it into a "bad install" ImportError traceback) or a `try/except BaseException` that swallowed
+it and ran on to exit 0. Nothing is open for writing at either time, so nothing is lost by not unwinding."""
 from __future__ import annotations
 
-import signal
-import sys
+import os
+
+import _signal  # the C module: `signal` would import enum and re first, widening the unguarded start
+
+_NAMES = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM"}
+
+
+def _say_and_exit(signum: int, when: str) -> None:
+    try:
+        os.write(2, f"perfmodel: interrupted by {_NAMES.get(signum, signum)} {when}\n".encode())
+    finally:
+        os._exit(128 + signum)
 
 
 def _early(signum, frame):
-    sys.stderr.write(f"perfmodel: interrupted by {signal.Signals(signum).name} while starting; nothing was written\n")
-    raise SystemExit(128 + signum)
+    _say_and_exit(signum, "while starting; nothing was written")
+
+
+def _late(signum, frame):
+    _say_and_exit(signum, "after its work was done; its output files are in place")
+
+
+def install_late() -> None:
+    """After the command returned: a signal while stdout is flushed ends it at once, saying the files stand."""
+    for sig in _NAMES:
+        try:
+            _signal.signal(sig, _late)
+        except (ValueError, OSError):
+            pass
 
 
 def install_early() -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in _NAMES:
         try:
-            signal.signal(sig, _early)
+            _signal.signal(sig, _early)
         except (ValueError, OSError):  # not the main thread
             pass

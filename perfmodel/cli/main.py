@@ -169,6 +169,9 @@ def _quiet_stdout() -> None:
 
 def run() -> None:
     rc = main()
+    from ..interrupts import install_late
+
+    install_late()  # not the start-up handlers main() restored: the work is done by now
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # the last buffered output met a closed pipe: still a normal end
