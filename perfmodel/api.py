@@ -78,7 +78,11 @@ MAX_NAMES = 1000  # models or hardware in one -m or -H list (the catalogs hold a
 
 
 def _prec(weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", quantize_embeddings=False) -> Precision:
-    return Precision(weights_dtype, act_dtype, kv_dtype, quantize_embeddings)  # checks itself (ops.Precision)
+    try:
+        return Precision(weights_dtype, act_dtype, kv_dtype, quantize_embeddings)  # checks itself (ops.Precision)
+    except SpecError as e:
+        raise _as_flags(e, {"weights=": "--weights-dtype", "act=": "--act-dtype", "kv=": "--kv-dtype",
+                            "quantize_embeddings=": "--quantize-embeddings"}) from None
 
 
 def _positive(values, name, integer=True) -> np.ndarray:
@@ -130,8 +134,17 @@ PHASE_COLUMNS = ["model", "hardware", "batch", "context", "mode", "latency_s", "
 LAYOUT_COLUMNS = ["tp", "pp", "ep", "replicas", "devices", "comm_time_s"]
 
 
+def _as_flags(e: SpecError, flags: dict) -> SpecError:
+    """A class's own message (`tp=: ...`, as Python callers name it) with the CLI's flag names (`--tp: ...`)."""
+    where = "/".join(flags.get(w, w) for w in str(e.where).split("/"))
+    return SpecError(where, e.field, e.problem)
+
+
 def layout(tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Layout:
-    return Layout(tp, pp, ep, replicas, microbatches)  # Layout checks itself (ops.Layout.__post_init__)
+    try:
+        return Layout(tp, pp, ep, replicas, microbatches)  # Layout checks itself (ops.Layout.__post_init__)
+    except SpecError as e:
+        raise _as_flags(e, {f"{k}=": f"--{k}" for k in ("tp", "pp", "ep", "replicas", "microbatches")}) from None
 
 
 def _layout_cols(r: dict, lay: Layout) -> dict:

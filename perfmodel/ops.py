@@ -66,10 +66,10 @@ class Layout:
             if v is None and k == "microbatches":
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise SpecError(f"--{k}", None, f"must be a positive integer, got {v!r}")
+                raise SpecError(f"{k}=", None, f"must be a positive integer, got {v!r}")
             object.__setattr__(self, k, int(v))
         if self.devices > MAX_GPUS:
-            raise SpecError("--tp/--pp/--ep/--replicas", None, f"{self.devices:,} devices (tp x pp x ep x replicas), "
+            raise SpecError("tp=/pp=/ep=/replicas=", None, f"{self.devices:,} devices (tp x pp x ep x replicas), "
                                                                f"over the {MAX_GPUS:,} this calculator takes")
 
     @property
@@ -94,8 +94,8 @@ class Precision:
     def __post_init__(self):  # an unknown format is one line when the Precision is made (the CLI's messages)
         from .errors import SpecError
 
-        for fld, v in (("--weights-dtype", self.weights), ("--act-dtype", self.act), ("--kv-dtype", self.kv)):
-            if v is None and fld == "--kv-dtype":
+        for fld, v in (("weights=", self.weights), ("act=", self.act), ("kv=", self.kv)):
+            if v is None and fld == "kv=":
                 continue
             if not isinstance(v, str):
                 raise SpecError(fld, None, f"must be a format name such as 'bf16', got {type(v).__name__} {v!r}")
@@ -104,7 +104,7 @@ class Precision:
             except ValueError as e:
                 raise SpecError(fld, None, str(e)) from None
         if not isinstance(self.quantize_embeddings, (bool, np.bool_)):
-            raise SpecError("--quantize-embeddings", None, f"must be True or False, got {self.quantize_embeddings!r}")
+            raise SpecError("quantize_embeddings=", None, f"must be True or False, got {self.quantize_embeddings!r}")
 
     def formats(self) -> tuple[Format, Format, Format, Format]:
         wf, af = get_format(self.weights), get_format(self.act)

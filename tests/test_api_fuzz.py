@@ -289,11 +289,11 @@ def test_an_edited_hardware_spec_is_checked_and_parsed_as_a_file_is():
 
 
 def test_precision_and_layout_check_themselves_when_made():
-    with pytest.raises(SpecError, match="--weights-dtype: unknown format 'int3'"):
+    with pytest.raises(SpecError, match="weights=: unknown format 'int3'"):
         pm.Precision("int3")
-    with pytest.raises(SpecError, match="--kv-dtype: must be a format name"):
+    with pytest.raises(SpecError, match="kv=: must be a format name"):
         pm.Precision("bf16", "bf16", 8)
-    with pytest.raises(SpecError, match="--tp: must be a positive integer, got 0"):
+    with pytest.raises(SpecError, match="tp=: must be a positive integer, got 0"):
         pm.Layout(tp=0)
     with pytest.raises(SpecError, match="over the"):
         pm.Layout(tp=10**7, replicas=10**6)

@@ -272,3 +272,28 @@ def test_bad_input_exits_2_with_one_line_naming_the_option(argv, opt, capsys):
 def test_the_api_wrapper_takes_the_parameters_of_the_search():
     a, b = inspect.signature(pm.capacity).parameters, inspect.signature(cap.capacity).parameters
     assert list(a) == list(b) and [p.default for p in a.values()] == [p.default for p in b.values()]
+
+
+def test_layouts_whose_steps_are_priced_row_by_row_count_five_token_equivalents_per_token(capsys):
+    """Expert parallelism and MLA's prefill send FastCost's mixed steps through StepCost, about 5x slower a token
+    (slo.TOKENS_PER_S_ROWWISE, measured): their estimate counts that, so a search that would run for a minute is
+    refused up front by the default --max-tokens instead of being priced as a half-minute dense one."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+    from perfmodel.serving.slo import TOKENS_PER_S, TOKENS_PER_S_ROWWISE, Instance, cost_weight
+
+    prec = Precision()
+    h = load_hardware("h100-sxm")
+    dense = Instance(load_model("mixtral-8x7b"), h, prec, Layout(tp=2), "roofline", None, 16, 2048, 256, 16)
+    ep = Instance(load_model("mixtral-8x7b"), h, prec, Layout(ep=2), "roofline", None, 16, 2048, 256, 16)
+    mla = Instance(load_model("deepseek-v2-lite"), h, prec, Layout(), "roofline", None, 16, 2048, 256, 16)
+    assert cost_weight(dense) == 1.0
+    assert cost_weight(ep) == cost_weight(mla) == TOKENS_PER_S / TOKENS_PER_S_ROWWISE == 5.0
+
+    def est(**o):
+        return cap.run(**fleet._kwargs({"model": "mixtral-8x7b", "hardware": "h100-sxm", **o}), workers=1,
+                       estimate_only=True)
+    assert est(ep=2, tp=1) / est(tp=2) == pytest.approx(5.0, rel=0.01)  # the same trace lengths, 5x the time
+    assert main(["capacity", "-m", "mixtral-8x7b", "-H", "h100-sxm", "--ep", "2", "--tp", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-tokens" in err and "x5 where steps are priced row by row" in err

@@ -44,8 +44,8 @@ from ..errors import DataWarning, LoadWarning, SpecError
 from ..ops import Layout
 from . import fastsim
 from .traffic import _whole
-from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_BUDGET, MAX_TOKENS, SLOTS, TOKENS_PER_S, WARM,  # noqa: F401 (re-exported)
-                  Instance, Workload, _row, _verdict, analytic, combine, pareto_flags, search_seeds, seed_search,
+from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_BUDGET, MAX_TOKENS, SLOTS, TOKENS_PER_S,  # noqa: F401 (re-exported)
+                  TOKENS_PER_S_ROWWISE, WARM, cost_weight, Instance, Workload, _row, _verdict, analytic, combine, pareto_flags, search_seeds, seed_search,
                   simulate_rate, trace_length)
 
 
@@ -296,7 +296,9 @@ def _work(est: float, max_tokens) -> None:
     """Refuse up front searches estimated to generate more than max_tokens tokens in all."""
     limit = _whole(MAX_TOKENS if max_tokens is None else max_tokens, "--max-tokens")
     if est > limit:
-        raise SpecError("--max-tokens", None, f"the searches would simulate about {est:,.0f} generated tokens, about "
+        raise SpecError("--max-tokens", None, f"the searches would simulate about {est:,.0f} generated tokens (token-"
+                        f"equivalents: x{TOKENS_PER_S // TOKENS_PER_S_ROWWISE} where steps are priced row by row, as "
+                        "with expert parallelism or MLA), about "
                         f"{seconds(est)} on one core here ({TOKENS_PER_S:,} a second measured; --workers N divides it "
                         f"by up to N), over the limit of {limit:,} ({seconds(limit)}): pass --max-tokens N, or "
                         "max_tokens=N, to go past it, or use fewer --seeds, --requests, layouts or hardware")
@@ -371,14 +373,15 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
                 if isinstance(p, tuple) and conc % lay.replicas:
                     raise SpecError("--concurrency", None, f"{conc} clients do not split evenly over {lay.replicas} "
                                                            "replicas")
-            est = sum(len(wl.seeds) * max(wl.requests or 0, 10 * conc, 200) * wl.mean_output
+            est = sum(len(wl.seeds) * max(wl.requests or 0, 10 * conc, 200) * wl.mean_output * cost_weight(p[0])
                       for _, _, _, p in todo if isinstance(p, tuple))
         else:
-            est = sum(search_tokens(wl, p[2]) for _, _, _, p in todo if isinstance(p, tuple))
+            est = sum(search_tokens(wl, p[2]) * cost_weight(p[0]) for _, _, _, p in todo if isinstance(p, tuple))
         if disaggregate:  # a decode-pool search per pool layout and up to disagg.VERIFY coupled ones, per device type
             biggest = max([p[2] for _, _, _, p in todo if isinstance(p, tuple)] or [wl.requests or 1000])
+            weight = max([cost_weight(p[0]) for _, _, _, p in todo if isinstance(p, tuple)] or [1.0])
             est += len(plan) * (len({(l.tp, l.ep) for _, _, lays in plan for l in lays}) + disagg.VERIFY) * \
-                search_tokens(wl, biggest)
+                search_tokens(wl, biggest) * weight
         if estimate_only:
             return est
         _work(est, max_tokens)

@@ -33,6 +33,17 @@ MAX_TOKENS = 15_000_000  # generated tokens the searches may simulate (an up-fro
 # process start included): 502,000 (70B, every layout of 8 GPUs: 21.2 M in 42.1 s) to 893,000 (8B, one GPU); the
 # slower one prices the refusals' time estimates
 TOKENS_PER_S = 500_000
+# the same where FastCost prices the mixed steps row by row through StepCost (expert parallelism, MLA's prefill
+# up-projection), capacity -H h100-sxm --workers 1, 2026-12-02 (bench: /tmp/est.py as docs/capacity.md shows):
+# mixtral-8x7b ep=2 143,000; deepseek-v2-lite 147,000; qwen3-30b-a3b ep=2 142,000; deepseek-v2-lite ep=2 107,000.
+# The slowest, rounded down, prices those layouts' estimates (each of their tokens counts 5 token-equivalents)
+TOKENS_PER_S_ROWWISE = 100_000
+
+
+def cost_weight(inst) -> float:
+    """Token-equivalents per simulated token of an instance's searches: 1 where FastCost's vectorized path prices
+    its steps, TOKENS_PER_S / TOKENS_PER_S_ROWWISE where its mixed steps are priced row by row."""
+    return 1.0 if inst.cost.fast else TOKENS_PER_S / TOKENS_PER_S_ROWWISE
 
 
 # ---------------------------------------------------------------- inputs
