@@ -30,7 +30,7 @@ COLUMNS = ["model", "hardware", "weights_dtype", "kv_dtype", "batch", "context",
 TEXT = ("model", "hardware", "weights_dtype", "kv_dtype", "mode", "bound", "impl")  # categorical columns
 FLOATS = ("latency_s", "throughput_tok_s", "weight_bytes", "kv_cache_bytes", "memory_bytes", "intensity")
 BOUNDS = ["compute", "memory"]
-MAX_ROWS = 10_000_000  # rows per sweep unless max_rows says more: about 3 s to a DataFrame, 8 s to CSV here
+MAX_ROWS = 10_000_000  # rows per sweep unless max_rows says more: about 14 s to CSV on one core here (docs/speed.md)
 _N = r"([0-9.eE+]+\s*(?:Ki|Mi|Gi|k|K|M|G)?)"  # a count, units.parse_count: 128k, 128Ki
 _AXIS = re.compile(r"^\s*" + _N + r"\s*:\s*" + _N + r"\s*:\s*(x?)" + _N + r"\s*$")
 

@@ -43,7 +43,8 @@ from perfmodel.specs import catalog_dir, catalog_names, load_model
 ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "tests" / "fixtures" / "hf"
 _ENV_N = os.environ.get("PERFMODEL_FUZZ_EXAMPLES")
-WEIGHTS = {"model_files": 2, "hardware_files": 1, "hf_configs": 1, "yaml_tags": 1, "argv": 4, "determinism": 1}
+WEIGHTS = {"model_files": 2, "hardware_files": 1, "hf_configs": 1, "yaml_tags": 1, "argv": 4, "determinism": 1,
+           "work": 3}
 
 
 def fuzz(test: str):
@@ -360,6 +361,70 @@ def test_random_argument_lists_give_a_result_or_one_error_line(argv):
         check(argv)
 
 
+# ---------------------------------------------------------------- fuzz: the commands that simulate, search or draw
+# The rest of the CLI's surface: each starts from arguments that keep it small (a 1B model, 16-64 requests, one
+# seed, a 2-row serving sample), then gets 1-4 fuzzed options. `measure` is left out: any valid call measures
+# for a minute or more (tests/test_outputs.py and test_robustness.py hold its bad-input cases).
+WORK_BASE = {
+    "serve-sim": ["serve-sim", "-m", "llama-3.2-1b", "-H", "l4", "--requests", "16"],
+    "kv-memory": ["kv-memory", "-m", "llama-3.2-1b", "-H", "l4", "--requests", "16"],
+    "capacity": ["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--requests", "64", "--seeds", "1"],
+    "fleet": ["fleet", "fleet.csv"],
+    "validate-serving": ["validate", "--serving", "--sample", "sample.csv", "--mode", "roofline"],
+    "validate-published": ["validate", "--published", "--category", "decode-b1-16bit"],
+    "plot": ["plot", "roofline", "-o", "fig.png"],
+}
+WORK_OPTIONS = {
+    "--requests": st.sampled_from(["1", "16", "0", "-1", "1e9", "abc", "", "1,2"]),
+    "--slots": st.sampled_from(["1", "8", "none", "0", "-3", "1e12", "x"]),
+    "--rate": st.sampled_from(["1", "0.5", "0", "-1", "nan", "inf", "1e-30", "fast"]),
+    "--seeds": st.sampled_from(["1", "2", "0", "1e15", "x"]), "--seed": st.sampled_from(["0", "-1", "x", "1e30"]),
+    "--token-budget": st.sampled_from(["512", "none", "0", "1e9", "x"]),
+    "--max-tokens": st.sampled_from(["0", "-1", "1000", "100000", "abc", ""]),  # never huge: that is real work
+    "--workers": st.sampled_from(["1", "2", "0", "auto", "1e9", "x"]),
+    "--cluster": st.sampled_from(["nowhere:1", "", "x"]),
+    "--prompt-len": st.sampled_from(["64", "uniform:16,128", "lognormal:median=100,max=400", "0", "1e30", "x:1"]),
+    "--output-len": st.sampled_from(["1", "16", "fixed:8", "0", "-5", "1e30", "lognormal:median=x"]),
+    "--slo-ttft": st.sampled_from(["1s", "0 s", "-1 ms", "soon", "1e30 s"]),
+    "--slo-tpot": st.sampled_from(["50ms", "0ms", "x"]), "--percentile": st.sampled_from(["99", "0", "100", "101", "x"]),
+    "--gpus": st.sampled_from(["1", "2", "0", "x"]), "--ep": st.sampled_from(["1", "2", "0"]),
+    "--tp": st.sampled_from(["1", "2", "0", "3"]), "--trace": st.sampled_from(["/dev/zero", "nope.csv", "m.yaml"]),
+    "--concurrency": st.sampled_from(["1", "4", "0", "x"]), "--warmup": st.sampled_from(["0", "2", "-1"]),
+    "--policy": st.sampled_from(["static", "continuous", "both", "x"]),
+    "--kv-manager": st.sampled_from(["paged", "contiguous", "x"]), "--block-size": st.sampled_from(["16", "0", "x"]),
+    "--timeline": st.sampled_from(["t.csv", "/dev/null", "", "nodir/t.csv"]),
+    "--max-points": st.sampled_from(["1", "2", "0", "x"]), "--rounds": st.sampled_from(["1", "0", "x"]),
+    "--mode": st.sampled_from(["roofline", "achievable", "simple", "x", ""]),
+    "--format": st.sampled_from(["table", "json", "csv", "xml"]),
+    "--price": st.sampled_from(["2.49/h", ",2/h", "-1/h", "x"]), "-o": st.sampled_from(["out.csv", "fig.png", ""]),
+    "--cases": st.sampled_from(["/dev/zero", "nope.yaml", "m.yaml"]), "--category": st.sampled_from(["x", "", "moe"]),
+    "--batch": st.one_of(LISTS, st.sampled_from(NUMBER_WORDS)), "--context": st.one_of(LISTS, st.sampled_from(NUMBER_WORDS)),
+    "--set": OPTION_VALUES["--set"], "--weights-dtype": OPTION_VALUES["--weights-dtype"],
+}
+
+
+@st.composite
+def work_argv(draw) -> list:
+    argv = list(WORK_BASE[draw(st.sampled_from(sorted(WORK_BASE)))])
+    for _ in range(draw(st.integers(1, 4))):
+        opt = draw(st.sampled_from(sorted(WORK_OPTIONS)))
+        argv += [opt, draw(WORK_OPTIONS[opt])]
+    return argv
+
+
+@fuzz("work")
+@given(argv=work_argv())
+def test_the_simulating_searching_and_drawing_commands_give_a_result_or_one_error_line(argv):
+    from perfmodel.serving import silicon
+
+    with cli_folder() as d:
+        (d / "fleet.csv").write_text("model,hardware,gpus,requests,seeds\nllama-3.2-1b,l4,1,64,1\n")
+        df = silicon.load()
+        df[df.model_path.str.contains("Llama-3.1-8B") & (df.backend == "vllm")].head(2).to_csv(d / "sample.csv",
+                                                                                              index=False)
+        check(argv)
+
+
 # ---------------------------------------------------------------- determinism
 VALID = st.fixed_dictionaries({
     "cmd": st.sampled_from(["decode", "prefill", "request", "intensity", "kv", "budget", "show"]),
@@ -510,3 +575,19 @@ def test_bug_e_an_alias_bomb_gives_a_short_error_line(tmp_path):
 @pytest.mark.parametrize("argv", [["decode", "-m", ""], ["decode", "-H", ","], ["compare", "-m", ""]])
 def test_bug_g_an_empty_model_or_hardware_list_is_refused(argv):
     check(argv)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["serve-sim", "-m", "llama-3.2-1b", "-H", "l4", "--requests", "16", "--token-budget", "1e9"],
+     "--token-budget: '1e9' is over the largest value this option takes, 1,048,576"),
+    (["kv-memory", "-m", "llama-3.2-1b", "-H", "l4", "--requests", "16", "--token-budget", "1e9"],
+     "--token-budget: '1e9' is over the largest value"),
+    (["serve-sim", "-m", "llama-3.2-1b", "-H", "l4", "--requests", "16", "--block-size", "1000000000000"],
+     "--block-size: 1000000000000 is over the largest value this option takes, 1,048,576"),
+])
+def test_serving_sizes_that_would_allocate_gigabytes_are_refused_before_any_work(argv, says):
+    """serve-sim --token-budget 1e9 allocated a 7.45 GiB array (found by the fuzz test above)."""
+    code, _ = check(argv)
+    assert code == 2
+    _, _, err, _ = run(argv)
+    assert says in err, err

@@ -10,7 +10,7 @@ from ..errors import SpecError
 from .kvmemory import kv_sizes
 from .scheduler import POLICIES, StepCost, simulate
 from ..timemodel import impl_name
-from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, _whole, make_traffic, parse_rate
+from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_BLOCK, MAX_BUDGET, _whole, make_traffic, parse_rate
 
 
 def _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets):
@@ -21,6 +21,13 @@ def _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets):
     if len(models) != 1 or len(hws) != 1:
         raise SpecError("-m/-H", None, "the simulator takes one model and one hardware")
     return models[0], hws[0], prec
+
+
+def _budget(token_budget):
+    """--token-budget: None (whole prompts) or tokens per step, at most MAX_BUDGET (checked before any work)."""
+    if token_budget is None or str(token_budget).strip().lower() == "none":
+        return None
+    return _whole(token_budget, "--token-budget", 1, MAX_BUDGET)
 
 
 def _slots(slots):
@@ -104,7 +111,7 @@ def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, co
     if prefill not in PREFILL:
         raise SpecError("--prefill", None, f"must be one of {', '.join(PREFILL)}, got {prefill!r}")
     slots = None if slots is None else _whole(slots, "--slots")
-    budget = None if token_budget is None else _whole(token_budget, "--token-budget")
+    budget = _budget(token_budget)
     block = _whole(block_size, "--block-size")
     conc = None if conc is None else _whole(conc, "--concurrency")
     warm = _whole(warm, "--warmup", 0)
@@ -157,6 +164,8 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     from ..api import check_mode, layout as _layout
 
     impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
+    token_budget = _budget(token_budget)
+    block_size = _whole(block_size, "--block-size", 1, MAX_BLOCK)
     pols = POLICIES if policy == "both" else (policy,)
     if policy != "both" and policy not in POLICIES:
         raise SpecError("--policy", None, f"must be static, continuous or both, got {policy!r}")
@@ -287,7 +296,8 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     time (weighted by iteration), so they describe the run, not one instant."""
     m, hw, prec = _setup(model, hardware, weights_dtype, kv_dtype, act_dtype, sets)
     blocks = block_size if isinstance(block_size, (list, tuple)) else [block_size]
-    blocks = [_whole(b, "--block-size") for b in blocks]
+    blocks = [_whole(b, "--block-size", 1, MAX_BLOCK) for b in blocks]
+    token_budget = _budget(token_budget)
     n = 256 if requests is None and trace is None else requests
     if trace is None:
         _bound(1 + 2 * len(blocks), max_tokens, n, samples)

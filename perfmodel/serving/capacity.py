@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import DataWarning, LoadWarning, SpecError
 from ..ops import Layout
 from . import fastsim
-from .traffic import _whole
+from .traffic import MAX_BLOCK, _whole
 from .slo import (BUDGET, COLUMNS, DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_BUDGET, MAX_TOKENS, SLOTS, TOKENS_PER_S,  # noqa: F401 (re-exported)
                   TOKENS_PER_S_ROWWISE, WARM, cost_weight, Instance, Workload, _row, _verdict, analytic, combine, pareto_flags, search_seeds, seed_search,
                   simulate_rate, trace_length)
@@ -339,7 +339,7 @@ def run(model, hardware, gpus, tp, pp, ep, replicas, prompt_len, output_len, slo
     wk.check(workers, cluster)
     wl = Workload(prompt_len, output_len, slo_ttft, slo_tpot, percentile, seeds, seed, requests, tolerance)
     knobs = {"slots": _slots(slots), "budget": None if token_budget is None or str(token_budget).lower() == "none"
-             else _whole(token_budget, "--token-budget", 1, MAX_BUDGET), "block": _whole(block_size, "--block-size"),
+             else _whole(token_budget, "--token-budget", 1, MAX_BUDGET), "block": _whole(block_size, "--block-size", 1, MAX_BLOCK),
              "quantum": _whole(cost_quantum, "--cost-quantum")}
     if gpus is not None and tp is not None:
         raise SpecError("--gpus", None, "give --gpus N (every layout) or --tp/--ep/--replicas (one), not both")

@@ -13,7 +13,7 @@ from ..units import parse_quantity
 from . import fastsim
 from .kvmemory import kv_sizes
 from .stepcost import StepCost
-from .traffic import _whole, make_traffic, parse_lengths
+from .traffic import MAX_BUDGET, _whole, make_traffic, parse_lengths  # noqa: F401 (MAX_BUDGET re-exported)
 
 DEFAULT_PROMPT = "lognormal:median=1000,max=8000"  # chat-like (docs/capacity.md says why)
 DEFAULT_OUTPUT = "lognormal:median=250,max=2000"
@@ -25,7 +25,6 @@ FIRST_STEPS = [1.15, 1.3]  # its first steps from the analytic bound, which is u
 STEPS_DOWN = 10  # 1.15 x 1.3 x 1.5^8 = 38: below bound / 38 a rate that still fails is reported as none reached
 STEPS_UP = 5  # 1.15 x 1.3 x 1.5^3 = 5: above bound x 5 the search stops (hit_bound)
 MAX_SEEDS = 1000  # independent searches per layout: a median of more says nothing new (and --max-tokens refuses far fewer)
-MAX_BUDGET = 1 << 20  # tokens per step: 16x vLLM's largest default max_num_batched_tokens (65,536)
 TRACE_LIFETIMES = 10
 TRACE_MIN = 1000
 MAX_TOKENS = 15_000_000  # generated tokens the searches may simulate (an up-front estimate): ~30 s on one core here

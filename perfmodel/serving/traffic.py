@@ -39,6 +39,8 @@ class Lengths:
 
 
 MAX_LENGTH = 2**31 - 1  # tokens in one prompt or output: far beyond any model's context
+MAX_BUDGET = 1 << 20  # tokens per step: 16x vLLM's largest default max_num_batched_tokens (65,536)
+MAX_BLOCK = 1 << 20  # tokens per KV block (engines use 16-256)
 
 
 def parse_lengths(text, opt: str) -> Lengths:
