@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCOPE = ["perfmodel/ops.py", "perfmodel/engine.py", "perfmodel/formats.py", "perfmodel/units.py",
+SCOPE = ["perfmodel/ops.py", "perfmodel/counting.py", "perfmodel/engine.py", "perfmodel/formats.py", "perfmodel/units.py",
          "perfmodel/parallel.py", "perfmodel/serving/kvmemory.py", "perfmodel/serving/scheduler.py",
          "perfmodel/serving/traffic.py", "perfmodel/serving/stepcost.py", "perfmodel/whatif.py"]
 EXCLUDE_TESTS = ["tests/test_docs.py"]  # the docs snapshot: the point is that something else fails
@@ -60,6 +60,7 @@ _ENGINE = ["tests/test_formulas.py", "tests/test_laws.py", "tests/test_variants.
 _SERVING = ["tests/test_formulas.py", "tests/test_laws.py", "tests/test_serving.py"]
 FAST = {  # the first stage for each file: the tests most likely to kill its mutants, cheapest first
     "perfmodel/ops.py": _ENGINE,
+    "perfmodel/counting.py": _ENGINE,
     "perfmodel/engine.py": _ENGINE + ["tests/test_serving.py"],
     "perfmodel/formats.py": ["tests/test_formulas.py", "tests/test_laws_catalog.py", "tests/test_whatif.py",
                              "tests/test_variants.py", "tests/test_architectures.py"],

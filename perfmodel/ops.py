@@ -27,90 +27,14 @@ What is counted (docs/derivations.md has the full derivation):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .errors import checked_init
 from .formats import Format, get_format
+from .counting import _chunk_prefix, _touched, causal_pairs, chunk_pairs, chunk_read_len, kv_read_len  # noqa: F401
+from .runconfig import MAX_GPUS, Layout, Precision  # noqa: F401 (re-exported: perfmodel.ops.Layout, ...)
 from .specs import Model
 
 MATMUL, ATTENTION, VECTOR, COMM = "matmul", "attention", "vector", "comm"
-MAX_GPUS = 10**12  # devices a layout may have: a prime near this still factors in ~0.2 s (parallel.py)
-
-
-@checked_init
-@dataclass(frozen=True)
-class Layout:
-    """How one model replica is spread over devices (docs/parallelism.md).
-
-    tp: tensor parallel (heads, d_ff and vocab split; two all-reduces of the activations per layer).
-    pp: pipeline stages (layers split; activations sent between stages).
-    ep: expert parallel for MoE: experts spread over ep device groups that run attention data-parallel
-        on B/ep of the batch, with an all-to-all dispatch and combine per MoE layer.
-    replicas: independent copies (data parallel): latency unchanged, throughput x replicas.
-    microbatches: in-flight micro-batches of a pipeline (default pp, which keeps it full).
-    """
-
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    replicas: int = 1
-    microbatches: int | None = None
-
-    def __post_init__(self):  # checked when made, so no code path meets a bad layout (the CLI's messages)
-        from .errors import SpecError
-
-        for k in ("tp", "pp", "ep", "replicas", "microbatches"):
-            v = getattr(self, k)
-            if v is None and k == "microbatches":
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise SpecError(f"{k}=", None, f"must be a positive integer, got {v!r}")
-            object.__setattr__(self, k, int(v))
-        if self.devices > MAX_GPUS:
-            raise SpecError("tp=/pp=/ep=/replicas=", None, f"{self.devices:,} devices (tp x pp x ep x replicas), "
-                                                               f"over the {MAX_GPUS:,} this calculator takes")
-
-    @property
-    def devices(self) -> int:
-        return self.tp * self.pp * self.ep * self.replicas
-
-    @property
-    def m(self) -> int:
-        return self.microbatches or self.pp
-
-
-@checked_init
-@dataclass
-class Precision:
-    """Storage formats of weights, activations and KV cache (names from perfmodel.formats)."""
-
-    weights: str = "bf16"
-    act: str = "bf16"
-    kv: str | None = None  # None: same as act
-    quantize_embeddings: bool = False  # by default embeddings / LM head stay 16-bit when weights are quantized
-
-    def __post_init__(self):  # an unknown format is one line when the Precision is made (the CLI's messages)
-        from .errors import SpecError
-
-        for fld, v in (("weights=", self.weights), ("act=", self.act), ("kv=", self.kv)):
-            if v is None and fld == "kv=":
-                continue
-            if not isinstance(v, str):
-                raise SpecError(fld, None, f"must be a format name such as 'bf16', got {type(v).__name__} {v!r}")
-            try:
-                get_format(v)
-            except ValueError as e:
-                raise SpecError(fld, None, str(e)) from None
-        if not isinstance(self.quantize_embeddings, (bool, np.bool_)):
-            raise SpecError("quantize_embeddings=", None, f"must be True or False, got {self.quantize_embeddings!r}")
-
-    def formats(self) -> tuple[Format, Format, Format, Format]:
-        wf, af = get_format(self.weights), get_format(self.act)
-        kf = get_format(self.kv) if self.kv else af
-        hf = wf if (wf.bits >= 16 or self.quantize_embeddings) else get_format("bf16")
-        return wf, af, kf, hf  # hf: embeddings, LM head, norms, biases
 
 
 class Op:
@@ -169,56 +93,6 @@ class Op:
 
     def __repr__(self):
         return f"Op({self.label} x{self.count})"
-
-
-def causal_pairs(T, S, W=None, causal_skip=True):
-    """(query, key) pairs per sequence: T queries at positions S-T+1..S, each seeing min(p, W) keys.
-
-    causal_skip=False: the T x S_read rectangle a kernel computes when it does not skip masked tiles.
-    """
-    if not causal_skip:
-        return T * kv_read_len(T, S, W)
-    a, b = S - T + 1, S  # first and last query position (1-based)
-    if W is None:
-        return (a + b) * T / 2  # sum_{p=a}^{b} p = T(S-T) + T(T+1)/2
-    c = np.clip(W, a - 1, b)  # last position whose query still sees all its past
-    return (c * (c + 1) - (a - 1) * a) / 2 + (b - c) * W
-
-
-def kv_read_len(T, S, W=None):
-    """Keys a chunk of T queries needs: S, or the last T+W-1 under a sliding window W."""
-    return S if W is None else np.minimum(S, W + T - 1)
-
-
-def _chunk_prefix(n, C):
-    """sum_{p=1}^{n} (((p-1) mod C) + 1): the (query, key) pairs of the first n positions under chunked
-    attention, n = qC + r: q full chunks of C(C+1)/2 pairs and a partial one of r(r+1)/2."""
-    n = np.maximum(n, 0)
-    q = np.floor(n / C)
-    r = n - q * C
-    return q * C * (C + 1) / 2 + r * (r + 1) / 2
-
-
-def chunk_pairs(T, S, C, causal_skip=True):
-    """(query, key) pairs per sequence under chunked local attention (Llama 4): the query at position p
-    (1-based) sees the keys of its own chunk, floor((p-1)/C)*C + 1 .. p. Queries S-T+1..S:
-    F(S) - F(S-T) with F = _chunk_prefix. causal_skip=False: the T x keys-read rectangle."""
-    if not causal_skip:
-        return T * chunk_read_len(T, S, C)
-    return _chunk_prefix(S, C) - _chunk_prefix(S - T, C)
-
-
-def chunk_read_len(T, S, C):
-    """Keys T queries at positions S-T+1..S read under chunks of C: from the first query's chunk start
-    to S, i.e. S - floor((S-T)/C)*C; one query (decode) reads ((S-1) mod C) + 1."""
-    return np.maximum(S - np.floor(np.maximum(S - T, 0) / C) * C, 0)
-
-
-def _touched(E, k, M):
-    """Expected distinct experts hit by M tokens routing to k of E each, uniformly."""
-    if E == k:
-        return float(E) + 0 * M
-    return E * (1.0 - (1.0 - k / E) ** M)
 
 
 class _Builder:

@@ -39,10 +39,12 @@ from ..errors import SpecError
 from ..ops import Layout
 from . import fastsim
 from .slo import Instance
+from .silicon_report import (  # noqa: F401 (re-exported)
+    MAX_FILE_BYTES, CATEGORIES, MAX_POINTS, check_points, SUMMARY_COLUMNS, summarize, coverage, load_points, compare,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "measure" / "data" / "aiconfigurator"
 SAMPLE = DATA / "silicon_sample.csv"
-MAX_FILE_BYTES = 64 * 2**20  # a silicon-sample CSV larger than this is refused before it is read
 COLUMNS = ("id", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
            "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "attention_dp_size", "moe_tp_size",
            "moe_ep_size", "prefill_num_workers", "prefill_tp_size", "prefill_attention_dp_size",
@@ -495,136 +497,3 @@ def _lay(p: dict) -> str:
     if "decode_layout" in p:
         return f"{p['prefill_workers']}x{f(p['layout'])} + {p['decode_workers']}x{f(p['decode_layout'])}"
     return f(p["layout"])
-
-
-CATEGORIES = (("overall", None), ("backend", "backend"), ("system", "system"), ("model", "model_path"),
-              ("serving", "serving_mode"), ("concurrency", "band"))
-
-
-MAX_POINTS = 200  # point x mode simulations one call runs unless told more (max_points): a minute or so
-
-
-def check_points(points: int, modes: int, limit, opt: str) -> None:
-    """Bounded work: more than `limit` simulations are refused before any runs."""
-    if not (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1):
-        raise SpecError(opt, None, f"must be a whole number >= 1, got {limit!r}")
-    if points * modes > limit:
-        raise SpecError(opt, None, f"{points:,} points x {modes} mode(s) = {points * modes:,} simulations, over the "
-                                   f"limit of {limit:,} (about 0.1-1 s each on one core; the whole sample took 24 min "
-                                   "on 2 cores): narrow it by model/system/backend, or raise the limit to run them")
-
-
-SUMMARY_COLUMNS = ("status", "mode", "ttft_error", "tpot_error")
-
-
-def summarize(points) -> "pd.DataFrame":
-    """Per mode and category: points predicted, median and p90 |error| and the signed bias (median error) of
-    TTFT and TPOT, and the share within +-25%."""
-    import pandas as pd
-
-    missing = [c for c in SUMMARY_COLUMNS if c not in points.columns]
-    if missing:
-        raise SpecError("points", None, f"is not a serving_validation table: it lacks {', '.join(missing)}")
-    rows = []
-    ok = points[points["status"] == "ok"]
-    for mode in points["mode"].unique():
-        pm = ok[ok["mode"] == mode]
-        for cat, col in CATEGORIES:
-            groups = [("all", pm)] if col is None else list(pm.groupby(col, sort=True))
-            for name, g in groups:
-                r = {"mode": mode, "category": cat, "group": str(name), "points": len(g)}
-                for k in ("ttft", "tpot"):
-                    e = g[f"{k}_error"].to_numpy(dtype=float)
-                    e = e[np.isfinite(e)]
-                    a = np.abs(e)
-                    r.update({f"{k}_median_abs": float(np.median(a)) if a.size else math.nan,
-                              f"{k}_p90_abs": float(np.percentile(a, 90)) if a.size else math.nan,
-                              f"{k}_bias": float(np.median(e)) if e.size else math.nan,
-                              f"{k}_within_25": float(np.mean(a <= 0.25)) if a.size else math.nan})
-                rows.append(r)
-    return pd.DataFrame(rows)
-
-
-def coverage(points) -> dict:
-    """Rows predicted in every mode, and the reasons of the others counted (a row's first reason, mode by mode)."""
-    ok = points.groupby("id", sort=False)["status"].agg(lambda x: bool((x == "ok").all()))
-    first = points.drop_duplicates("id")
-    skipped = points[points["status"] != "ok"].drop_duplicates("id")
-    reasons = skipped["reason"].str.replace(r"\d[\d.e+]* B\b", "N B", regex=True).value_counts()
-    return {"rows": len(first), "predicted": int(ok.sum()),
-            "assumed": int((first["assumed"] != "").sum()), "skipped": {str(k): int(v) for k, v in reasons.items()}}
-
-
-def load_points(path):
-    """A per-point table written by `validate --serving -o` (to summarize or compare without simulating)."""
-    import pandas as pd
-
-    from ..fileio import user_path
-
-    p = user_path(path, "--points")
-    try:
-        size = p.stat().st_size
-    except OSError as e:
-        raise SpecError(str(path), None, f"cannot be read ({e.strerror or e})") from None
-    if size > 8 * MAX_FILE_BYTES:
-        raise SpecError(str(path), None, f"is {size:,} bytes, over the limit of {8 * MAX_FILE_BYTES:,}")
-    try:
-        t = pd.read_csv(p, dtype={"id": str, "backend_version": str, "reason": str, "assumed": str}, keep_default_na=False,
-                        na_values=[""])
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise SpecError(str(path), None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
-    need = ("id", "mode", "status", "backend", "system", "model_path", "serving_mode", "band", "measured_ttft_ms",
-            "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms", "ttft_error", "tpot_error")
-    missing = [c for c in need if c not in t.columns]
-    if missing:
-        raise SpecError(str(path), missing[0], "missing column (write the table with `perfmodel validate --serving -o`)")
-    for c in ("reason", "assumed", "band"):
-        t[c] = t[c].fillna("")
-    return t
-
-
-def compare(points, peer_path) -> "pd.DataFrame":
-    """perfmodel's errors beside a peer's on the points both predicted: the peer's per-point CSV has id,
-    aic_ttft_ms and aic_tpot_ms (bench/aic_silicon.py writes AIConfigurator's). One row per category and group:
-    points both predicted, and per estimator median |error|, p90 |error|, bias and the share within +-25%."""
-    import pandas as pd
-
-    from ..fileio import user_path
-
-    p = user_path(peer_path, "--compare")
-    try:
-        peer = pd.read_csv(p, dtype={"id": str})
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise SpecError(str(peer_path), None, f"cannot be read ({e})") from None
-    for c in ("id", "aic_ttft_ms", "aic_tpot_ms"):
-        if c not in peer.columns:
-            raise SpecError(str(peer_path), c, "missing column (bench/aic_silicon.py writes id, aic_ttft_ms, aic_tpot_ms)")
-    peer = peer[["id", "aic_ttft_ms", "aic_tpot_ms"]].drop_duplicates("id")
-    ok = points[points["status"] == "ok"]
-    est = {m: ok[ok["mode"] == m] for m in ok["mode"].unique()}
-    rows = []
-    base = next(iter(est.values())) if est else ok
-    j = base.merge(peer, on="id", how="inner")
-    j = j[np.isfinite(j["aic_ttft_ms"]) & np.isfinite(j["aic_tpot_ms"]) & (j["aic_ttft_ms"] > 0) & (j["aic_tpot_ms"] > 0)]
-    both = set(j["id"])
-    for cat, col in CATEGORIES:
-        sub = j if col is None else j
-        groups = [("all", sub)] if col is None else list(sub.groupby(col, sort=True))
-        for name, g in groups:
-            ids = set(g["id"])
-            r = {"category": cat, "group": str(name), "points": len(ids)}
-            for who, frame, pre in [("aic", g, "aic")] + [(m, e[e["id"].isin(ids)], "predicted") for m, e in est.items()]:
-                for k in ("ttft", "tpot"):
-                    e = (frame[f"{pre}_{k}_ms"].to_numpy(float) / frame[f"measured_{k}_ms"].to_numpy(float) - 1.0)
-                    e = e[np.isfinite(e)]
-                    a = np.abs(e)
-                    r[f"{who}_{k}_median_abs"] = float(np.median(a)) if a.size else math.nan
-                    r[f"{who}_{k}_p90_abs"] = float(np.percentile(a, 90)) if a.size else math.nan
-                    r[f"{who}_{k}_bias"] = float(np.median(e)) if e.size else math.nan
-                    r[f"{who}_{k}_within_25"] = float(np.mean(a <= 0.25)) if a.size else math.nan
-            rows.append(r)
-    out = pd.DataFrame(rows)
-    out.attrs["peer_rows"] = int(len(peer))
-    out.attrs["peer_predicted"] = int(np.sum(np.isfinite(peer["aic_ttft_ms"].to_numpy(float))))
-    out.attrs["both"] = len(both)
-    return out
