@@ -393,3 +393,20 @@ def test_continuous_serve_sim_through_fastsim_is_the_per_sequence_simulator(kw):
             assert fast.summary[k] == pytest.approx(v, rel=1e-7, abs=1e-9, nan_ok=True), k
         else:
             assert fast.summary[k] == v, k
+
+
+def test_the_step_memo_is_bounded_and_emptying_it_changes_no_time(monkeypatch):
+    """StepCost memoizes compositions; a long run of many (the serving validation's workers, 7-8 GB) empties the
+    memo once its keys hold MAX_HELD_ROWS rows. A memo only saves work: the times are the same either way."""
+    from perfmodel import load_hardware, load_model
+    from perfmodel.ops import Precision
+    from perfmodel.serving import stepcost
+
+    rows = [[(1, 100 + 16 * i), (1, 300)] for i in range(50)] + [[(64, 64), (1, 500 + j)] for j in range(50)]
+    big = stepcost.StepCost(load_model("llama-3.2-1b"), load_hardware("l4"), Precision())
+    want = [big(r) for r in rows]
+    monkeypatch.setattr(stepcost, "MAX_HELD_ROWS", 7)
+    small = stepcost.StepCost(load_model("llama-3.2-1b"), load_hardware("l4"), Precision())
+    got = [small(r) for r in rows + rows]
+    assert got == want + want
+    assert sum(len(k) for k in small.cache) <= 7 and len(big.cache) > 7

@@ -30,6 +30,9 @@ from .traffic import _whole
 FIELDS = ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write")  # summed over the sequences (w_read: max)
 
 
+MAX_HELD_ROWS = 2_000_000  # (T, S) rows the step memo's keys may hold, about 150 MB; then it starts again
+
+
 class StepCost:
     """Iteration time from engine.mixed_step, cached on the (quantized) batch composition."""
 
@@ -39,8 +42,20 @@ class StepCost:
         self.layout, self.mode = layout, mode
         self.tm = engine.time_model(mode, hw, impl)  # the roofline's ideal bound or the achievable estimate
         self.cache: dict = {}
+        self.held = 0  # rows held by the memo's keys
         self.calls = 0
         self.step = MixedStep(model, hw, prec, layout, self.tm)
+
+    def _keep(self, key, t: float) -> float:
+        """Memoize one composition; the memo is emptied when its keys hold more than MAX_HELD_ROWS rows (a long
+        run of many compositions grew it to gigabytes: the serving validation's workers reached 7-8 GB)."""
+        self.held += len(key)
+        if self.held > MAX_HELD_ROWS:
+            self.cache.clear()
+            self.held = len(key)
+        self.cache[key] = t
+        self.calls += 1
+        return t
 
     def __call__(self, rows) -> float:
         """rows: (T_i, S_i) of every sequence in the iteration."""
@@ -48,8 +63,7 @@ class StepCost:
         key = tuple(sorted((T, -(-S // q) * q if T == 1 else S) for T, S in rows))
         t = self.cache.get(key)
         if t is None:
-            t = self.cache[key] = self.step(key)
-            self.calls += 1
+            t = self._keep(key, self.step(key))
         return t
 
     def same(self, T: int, S: int, n: int) -> float:
@@ -58,8 +72,7 @@ class StepCost:
         key = ((T, -(-S // q) * q if T == 1 else S),) * n
         t = self.cache.get(key)
         if t is None:
-            t = self.cache[key] = self.step(key)
-            self.calls += 1
+            t = self._keep(key, self.step(key))
         return t
 
 
