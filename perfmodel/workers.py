@@ -125,6 +125,13 @@ def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
         for f in cf.as_completed(futs):
             bar.advance(index[f], f.result())  # the first failure ends the run
         out = [f.result() for f in futs]
+    except cf.process.BrokenProcessPool:  # a worker killed from outside (the kernel's out-of-memory killer, kill -9)
+        for p in list(getattr(ex, "_processes", {}).values()):
+            p.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise SpecError("--workers", None, f"a worker process ended abruptly ({sum(f.done() for f in futs)} of "
+                                           f"{len(futs)} tasks had ended): killed from outside, most often by the "
+                                           "system for want of memory; run fewer workers or less work") from None
     except BaseException:  # Ctrl-C or a failed task: nothing keeps running behind the message
         for p in list(getattr(ex, "_processes", {}).values()):
             p.terminate()

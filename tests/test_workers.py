@@ -160,3 +160,22 @@ def test_without_the_cluster_extra_cluster_is_one_line_saying_what_to_install(mo
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--cluster" in err[0] and "perfmodel[cluster]" in err[0], err
+
+
+def _die(x):
+    import os
+    import signal
+
+    if x == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer ends a process
+    return x
+
+
+def test_a_worker_killed_from_outside_is_one_line_not_a_broken_pool_traceback():
+    """The full validate --serving run lost a worker to the out-of-memory killer and printed concurrent.futures'
+    BrokenProcessPool traceback."""
+    from perfmodel import workers
+    from perfmodel.errors import SpecError
+
+    with pytest.raises(SpecError, match="a worker process ended abruptly"):
+        workers.run(_die, [0, 1, 2, 3], 2, None, "test", False)
