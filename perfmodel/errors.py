@@ -49,17 +49,22 @@ def checked_init(cls):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         try:
-            sig.bind(self, *args, **kwargs)
-        except TypeError as e:
-            names = [p for p in sig.parameters if p != "self"]
-            unknown = [k for k in kwargs if k not in sig.parameters]
-            if unknown:
-                near = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.75)
-                hint = f" (did you mean {near[0]!r}?)" if near else ""
-                raise SpecError(f"{cls.__name__}()", None, f"unknown argument {unknown[0]!r}{hint} (it takes "
-                                                          f"{', '.join(names)})") from None
-            raise SpecError(f"{cls.__name__}()", None, str(e).replace("__init__() ", "")) from None
-        init(self, *args, **kwargs)
+            return init(self, *args, **kwargs)  # no cost on the way in: the binding is examined only on failure
+        except TypeError:
+            try:
+                sig.bind(self, *args, **kwargs)
+            except TypeError as e:
+                bad = e
+            else:
+                raise  # a TypeError from inside the constructor, not from its arguments
+        names = [p for p in sig.parameters if p != "self"]
+        unknown = [k for k in kwargs if k not in sig.parameters]
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.75)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise SpecError(f"{cls.__name__}()", None, f"unknown argument {unknown[0]!r}{hint} (it takes "
+                                                      f"{', '.join(names)})") from None
+        raise SpecError(f"{cls.__name__}()", None, str(bad).replace("__init__() ", "")) from None
 
     cls.__init__ = __init__
     return cls

@@ -15,7 +15,10 @@ import numbers
 import os
 from collections.abc import Mapping
 
+import numpy as np
+
 from ..errors import SpecError
+from ..specs import Hardware, Model
 
 MAX_LIST = 10**6  # the most values one list argument may hold (the CLI's point limit keeps grids far below)
 
@@ -56,8 +59,6 @@ def _scalar_number(v, text_ok: bool = True):
 
 def _list(v, each, kind: str):
     """One value or a list/tuple/array of them (never empty, nested or unbounded)."""
-    import numpy as np
-
     if isinstance(v, np.ndarray):
         if v.ndim > 1:
             raise _Bad(f"must be one value or a flat list of {kind}, got a {v.ndim}-d array")
@@ -80,15 +81,11 @@ def _list(v, each, kind: str):
 
 
 def _is_obj(v) -> bool:
-    from ..specs import Hardware, Model
-
     return isinstance(v, (Model, Hardware))
 
 
 # ---------------------------------------------------------------- the checkers, one per kind of argument
 def boolean(v):
-    import numpy as np
-
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     raise _Bad(f"must be True or False, got {_what(v)}")
@@ -177,10 +174,9 @@ def path(v):
 
 def spec_ref(kind: str):
     """A catalog name, a file path or a spec object; several in a list (or a comma text) where rows repeat."""
-    def each(x):
-        from ..specs import Hardware, Model
+    cls = Model if kind == "model" else Hardware
 
-        cls = Model if kind == "model" else Hardware
+    def each(x):
         if isinstance(x, (str, os.PathLike, cls)):
             return
         raise _Bad(f"must be a {kind} name, a file path or a {cls.__name__}, got {_what(x)}")
