@@ -24,6 +24,7 @@ tokens per expert, routing imbalance. max(r, 1) keeps the roofline a bound. An o
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import math
 import os
@@ -81,13 +82,55 @@ def pick_version(have: list[str], want: str) -> str | None:
     return max(older, key=_vkey) if older else min(have, key=_vkey)
 
 
+_LOG_AXES: dict = {}  # id(axis) -> (axis, its logs as an array and a list): the tables' axes are fixed at load
+
+
+def _log_axis(ax: np.ndarray):
+    hit = _LOG_AXES.get(id(ax))
+    if hit is None or hit[0] is not ax:
+        if len(_LOG_AXES) > 4096:  # tables loaded again and again (tests): let the old axes go
+            _LOG_AXES.clear()
+        la = np.log(ax)
+        hit = _LOG_AXES[id(ax)] = (ax, la, la.tolist())
+    return hit[1], hit[2]
+
+
+def _interp_point(axes: list[np.ndarray], vals: np.ndarray, q: list[float]) -> float:
+    """_interp at one point (every coordinate a Python or numpy scalar), without numpy's per-call overhead: the
+    serving simulator prices one step at a time, and the array path spent ~0.4 ms a call on small arrays."""
+    lo, step, wt = [], [], []
+    for ax, x in zip(axes, q):
+        la = _log_axis(ax)[1]
+        if len(la) == 1:
+            lo.append(0)
+            step.append(0)
+            wt.append(0.0)
+            continue
+        lx = min(max(math.log(max(float(x), 1e-30)), la[0]), la[-1])
+        i = min(max(bisect.bisect_right(la, lx) - 1, 0), len(la) - 2)
+        lo.append(i)
+        step.append(1)
+        wt.append((lx - la[i]) / (la[i + 1] - la[i]))
+    out = 0.0
+    for corner in range(2 ** len(axes)):
+        w, ix = 1.0, []
+        for d in range(len(axes)):
+            bit = (corner >> d) & 1
+            ix.append(lo[d] + bit * step[d])
+            w = w * (wt[d] if bit else 1.0 - wt[d])
+        out = out + w * float(vals[tuple(ix)])
+    return out
+
+
 def _interp(axes: list[np.ndarray], vals: np.ndarray, q: list[np.ndarray]) -> np.ndarray:
     """Multilinear interpolation of vals (on the grid `axes`, each ascending and > 0) at points q, in log(axis),
     each coordinate held at the grid's edge outside it."""
+    if all(np.ndim(x) == 0 for x in q):
+        return np.float64(_interp_point(axes, vals, q))
     q = np.broadcast_arrays(*[np.asarray(x, float) for x in q])
     idx, wts = [], []
     for ax, x in zip(axes, q):
-        la = np.log(ax)
+        la = _log_axis(ax)[0]
         lx = np.clip(np.log(np.maximum(x, 1e-30)), la[0], la[-1])
         if len(ax) == 1:
             idx.append((np.zeros(lx.shape, int), np.zeros(lx.shape, int)))
@@ -153,6 +196,9 @@ class KernelSet:
     allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
     alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
     versions: dict = field(default_factory=dict)  # kind -> the version directory read
+    # the nearest measured shape per query (moe_ratio, alltoall_time): a scan of every key, ~9 ms a call on the
+    # MoE tables, asked again for every step the serving simulator prices; the tables never change after load
+    _near: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- lookups: r (>= 1 after the caller's max) or None where nothing covers the shape ---------------------
     def gemm_ratio(self, dtype: str, m, n, k):
@@ -196,13 +242,18 @@ class KernelSet:
         first wins), interpolated over tokens; None without a table. The kernel is the engine's for that weight
         format, so the format whose measured shape is nearest is the one the model's checkpoint runs."""
         h, inter, topk, E, tp, ep = shape
-        best, dist = None, math.inf
-        for dt in ([dtypes] if isinstance(dtypes, str) else dtypes):
-            for kk in self.moe.get(dt, ()):
-                d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
-                     + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
-                if d < dist - 1e-12:
-                    best, dist = (dt, kk), d
+        memo = ("moe", dtypes if isinstance(dtypes, str) else tuple(dtypes), tuple(shape))
+        if memo in self._near:
+            best = self._near[memo]
+        else:
+            best, dist = None, math.inf
+            for dt in ([dtypes] if isinstance(dtypes, str) else dtypes):
+                for kk in self.moe.get(dt, ()):
+                    d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
+                         + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
+                    if d < dist - 1e-12:
+                        best, dist = (dt, kk), d
+            self._near[memo] = best
         if best is None:
             return None
         ax, v = self.moe[best[0]][best[1]]
@@ -461,7 +512,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 3  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 4  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

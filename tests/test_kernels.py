@@ -38,6 +38,31 @@ def test_interpolation_returns_the_measured_value_at_a_grid_point_and_stays_betw
     assert kernels._interp(ax, vals, [0.5, 1.0]) == pytest.approx(vals[0, 0])
 
 
+@given(st.lists(st.floats(0.1, 1e6), min_size=3, max_size=3))
+def test_one_point_is_interpolated_as_the_array_path_interpolates_it(q):
+    # the scalar path (one serving step at a time) and the array path (runs of steps at once) are one function
+    ax = [np.array([1.0, 10.0, 100.0, 1e4]), np.array([7.0]), np.array([2.0, 64.0, 512.0])]
+    vals = np.random.default_rng(3).normal(size=(4, 1, 3))
+    one = kernels._interp(ax, vals, q)
+    arr = kernels._interp(ax, vals, [np.array([x, x]) for x in q])
+    assert np.ndim(one) == 0 and arr.shape == (2,)
+    assert float(one) == pytest.approx(float(arr[0]), rel=1e-12, abs=1e-12)
+
+
+def test_the_nearest_measured_moe_shape_is_remembered_and_is_what_a_fresh_search_finds():
+    ks = kernels.KernelSet(source="test")
+    ax = [np.array([1.0, 64.0, 4096.0])]
+    ks.moe["fp8"] = {(4096, 1536, 8, 128, 1, 1): (ax, np.log(np.array([3.0, 2.0, 1.5]))),
+                     (7168, 2048, 8, 256, 1, 8): (ax, np.log(np.array([5.0, 4.0, 2.5])))}
+    shape = (7000, 2000, 8, 256, 1, 8)
+    first = ks.moe_ratio("fp8", shape, 64.0)
+    assert first == pytest.approx(4.0) and ("moe", "fp8", shape) in ks._near
+    assert ks.moe_ratio("fp8", shape, 64.0) == first
+    fresh = kernels.KernelSet(source="test", moe=ks.moe)
+    assert fresh.moe_ratio("fp8", (4000, 1500, 8, 128, 1, 1), 64.0) == pytest.approx(2.0)
+    assert fresh.moe_ratio("bf16", shape, 64.0) is None
+
+
 def test_holes_in_a_table_are_filled_from_their_measured_neighbours():
     import pandas as pd
 

@@ -319,12 +319,15 @@ class FastCost:
         (what k calls self(ones, S0 + j) return, each row's terms summed in another order), or None where
         that is not exact: ops with weights that vary by row, or an iteration with no attention FLOPs.
         Row i's table index ceil((S0_i + j) / q) steps up every q iterations, so iteration j's sums are
-        counts of rows per index times the table: one matrix product and one vectorized pricing for all k."""
-        if not self.fast_decode or k < 1 or (self.lay.ep > 1 and S0.size <= self.GREEDY_ROWS):
+        counts of rows per index times the table: one matrix product and one vectorized pricing for all k. With
+        attention data parallel over at most GREEDY_ROWS rows, each iteration's busiest group is MixedStep's greedy
+        one of that iteration's rounded contexts (found again only when they change)."""
+        if not self.fast_decode or k < 1:
             return None
         m = int(S0.size)
         dev0, host0, step0 = (float(x) for x in self._decode_prefix(m))
-        if self.lay.ep > 1:  # the busiest group by rank (below): the same rows while every context grows by one
+        greedy = self.lay.ep > 1 and m <= self.GREEDY_ROWS
+        if self.lay.ep > 1 and not greedy:  # the busiest group by rank (below): the same rows while contexts grow
             S0 = np.sort(S0)[self._busiest(np.sort(-(-S0 // self.q)))]
         lo = int(-(-int(S0.min()) // self.q))
         hi = int(-(-(int(S0.max()) + k - 1) // self.q))
@@ -335,8 +338,19 @@ class FastCost:
             return None
         K = hi - lo + 1
         sums = np.empty((k, table.shape[1]))
+        if greedy:  # MixedStep's greedy groups may change when a row's rounded context steps up: per iteration
+            # the busiest group of its rounded contexts (as __call__ takes it), found again only when they change
+            Ss, C, seen = np.sort(S0), np.zeros((k, K)), {}
+            for j in range(k):
+                kj = -(-(Ss + j) // self.q)
+                key = kj.tobytes()
+                row = seen.get(key)
+                if row is None:
+                    row = seen[key] = np.bincount(kj[self._busiest(kj)] - lo, minlength=K).astype(np.float64)
+                C[j] = row
+            sums[:] = C @ table[lo:hi + 1]
         step = max(1, 4_000_000 // max(m, K))  # iterations per block: a few MB of counts at most
-        j0 = 0
+        j0 = k if greedy else 0
         while j0 < k:
             j = np.arange(j0, min(k, j0 + step), dtype=np.int64)
             idx = -(-(S0[None, :] + j[:, None]) // self.q) - lo
