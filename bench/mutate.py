@@ -50,9 +50,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCOPE = ["perfmodel/ops.py", "perfmodel/counting.py", "perfmodel/engine.py", "perfmodel/formats.py", "perfmodel/units.py",
-         "perfmodel/parallel.py", "perfmodel/serving/kvmemory.py", "perfmodel/serving/scheduler.py",
-         "perfmodel/serving/traffic.py", "perfmodel/serving/stepcost.py", "perfmodel/whatif.py"]
+# the physics modules (issue 25): the op list, its pricing and the serving simulator
+SCOPE = ["perfmodel/ops.py", "perfmodel/counting.py", "perfmodel/engine.py", "perfmodel/timemodel.py",
+         "perfmodel/efficiency.py", "perfmodel/formats.py", "perfmodel/units.py"] + \
+        [f"perfmodel/serving/{f}.py" for f in ("api", "capacity", "disagg", "fastcost", "fastsim", "fleet", "kvmemory",
+                                               "scheduler", "silicon", "silicon_report", "slo", "stepcost", "traffic")]
+SAMPLE_SCOPE = ["perfmodel/ops.py", "perfmodel/counting.py", "perfmodel/engine.py", "perfmodel/formats.py",
+                "perfmodel/units.py", "perfmodel/parallel.py", "perfmodel/serving/kvmemory.py",
+                "perfmodel/serving/scheduler.py", "perfmodel/serving/traffic.py", "perfmodel/serving/stepcost.py",
+                "perfmodel/whatif.py"]  # the scope of the 600-mutant sample of 2026-12-01 (docs/mutation.md)
 EXCLUDE_TESTS = ["tests/test_docs.py"]  # the docs snapshot: the point is that something else fails
 
 _ENGINE = ["tests/test_formulas.py", "tests/test_laws.py", "tests/test_variants.py", "tests/test_lecture.py",
@@ -72,6 +78,15 @@ FAST = {  # the first stage for each file: the tests most likely to kill its mut
 for _f in SCOPE:
     if _f.startswith("perfmodel/serving/"):
         FAST[_f] = _SERVING
+_PRICING = ["tests/test_formulas.py", "tests/test_achievable.py", "tests/test_kernels.py", "tests/test_laws.py"]
+FAST.update({"perfmodel/timemodel.py": _PRICING, "perfmodel/efficiency.py": _PRICING,
+             "perfmodel/serving/fastcost.py": _SERVING + ["tests/test_closed_loop.py"],
+             "perfmodel/serving/fastsim.py": _SERVING + ["tests/test_closed_loop.py"],
+             "perfmodel/serving/capacity.py": _SERVING + ["tests/test_capacity.py"],
+             "perfmodel/serving/slo.py": _SERVING + ["tests/test_capacity.py"],
+             "perfmodel/serving/fleet.py": ["tests/test_fleet.py", "tests/test_capacity.py"],
+             "perfmodel/serving/silicon.py": ["tests/test_serving_validation.py"],
+             "perfmodel/serving/silicon_report.py": ["tests/test_serving_validation.py"]})
 
 # bugs planted one at a time by --planted (issue 15): each must fail some test other than tests/test_docs.py
 PLANTED = [
@@ -200,11 +215,28 @@ def _number_variants(v):
     return [x for i, x in enumerate(out) if x != v and x not in out[:i]]
 
 
+_PRAGMA = re.compile(rb"#\s*mutation:\s*equivalent\b[\s:,-]*(.*)$")
+
+
+def equivalent_lines(src: bytes) -> dict:
+    """Line -> reason, for lines marked `# mutation: equivalent - <reason>`: a value that by construction cannot
+    change a result (a memory bound, a block size of a loop whose blocks are summed), so its mutants are not run
+    and are counted as equivalent, with the reason, in the report."""
+    out = {}
+    for i, line in enumerate(src.splitlines(), start=1):
+        m = _PRAGMA.search(line)
+        if m:
+            out[i] = m.group(1).decode(errors="replace").strip() or "marked equivalent"
+    return out
+
+
 def mutants_of(path: str, src: bytes) -> list[Mutant]:
-    """Every mutant of one file, in source order."""
+    """Every mutant of one file, in source order. Mutants of a line marked equivalent (equivalent_lines) come with
+    their outcome already set: `equivalent`, the reason in `killer`."""
     tree = ast.parse(src)
     skip = _skipped_nodes(tree)
     offs = _offsets(src)
+    marked = equivalent_lines(src)
     out: list[Mutant] = []
 
     def span(n):
@@ -261,6 +293,9 @@ def mutants_of(path: str, src: bytes) -> list[Mutant]:
         elif isinstance(n, ast.Return) and n.value is not None and not (
                 isinstance(n.value, ast.Constant) and n.value.value is None):
             add(n, "return x->None", "return None", 0, paren=False)
+    for m in out:
+        if m.line in marked:
+            m.outcome, m.stage, m.killer = "equivalent", "by construction", marked[m.line]
     out.sort(key=lambda m: (m.start, m.id))
     return out
 
@@ -324,8 +359,14 @@ def all_tests(work: Path) -> list[str]:
 
 
 class Runner:
-    def __init__(self, base: Path, jobs: int, rev, overlay, timeout_factor: float, fast: str):
+    def __init__(self, base: Path, jobs: int, rev, overlay, timeout_factor: float, fast: str,
+                 select: str = "stages"):
         self.base, self.rev, self.overlay, self.factor = base, rev, overlay, timeout_factor
+        self.select, self.jobs = select, jobs
+        self.cmap: dict | None = None  # select == "coverage": mutate_select.build_map's answer
+        self.servers: dict = {}  # work copy -> mutate_select.Server
+        self.sources: dict = {}  # file -> module-level lines, for the coverage selection
+        self.map_path: Path | None = None  # --map: where the coverage map is kept between runs
         self.fast_only = False  # --fast-only: a mutant that passes the first stage is left survived
         self.works = [base / f"w{j}" for j in range(jobs)]
         for w in self.works:
@@ -345,8 +386,34 @@ class Runner:
         return fast, ([] if self.fast_only else [t for t in self.tests if t not in fast])
 
     def baseline(self, files: list[str]) -> dict:
-        """Run the suite unmutated: tests that fail here are deselected; stage times set the timeouts."""
+        """Run the suite unmutated: tests that fail here are deselected; stage times set the timeouts. With
+        select == "coverage" that run is the coverage map's (one run gives both), and the fork servers start."""
         w = self.works[0]
+        if self.select == "coverage":
+            import mutate_select as ms
+
+            if self.map_path and self.map_path.exists():  # built earlier for this tree (--map)
+                self.cmap = json.loads(self.map_path.read_text())
+            else:
+                mods = [f[:-3].replace("/", ".") for f in sorted(set(SCOPE) | set(files))]
+                self.cmap = ms.build_map(w, self.tests, self.jobs, [], log=lambda x: print(x, flush=True),
+                                         imports=mods)
+                if self.map_path:
+                    save(self.map_path, self.cmap)
+            self.deselect = sorted(self.cmap["failed"])
+            dur = self.cmap["durations"]
+            self.base_time["full"] = sum(dur.values())
+            for f in files:
+                fast, _ = self.stages(f)
+                key = ",".join(fast)
+                if fast and key not in self.base_time:
+                    self.base_time[key] = sum(v for t, v in dur.items() if t.split("::")[0] in fast)
+            for wk in self.works:
+                self.servers[wk] = ms.Server(wk)
+            covered = sum(1 for per in self.cmap["lines"].values() for v in per.values() if v)
+            return {"select": "coverage", "map_s": self.cmap["seconds"], "tests": len(dur),
+                    "test_s": round(sum(dur.values()), 1), "covered_lines": covered, "deselected": self.deselect,
+                    "stage_s": {k: round(v, 1) for k, v in self.base_time.items()}}
         rc, secs, _, failed = pytest(w, self.tests, [], 3600, stop_first=False)
         if rc not in (0, 1):
             raise SystemExit(f"the unmutated suite does not run (pytest exit {rc}) in {w}")
@@ -383,6 +450,8 @@ class Runner:
             t0 = time.monotonic()
             fast, rest = self.stages(m.file)
             m.outcome = "survived"
+            if self.cmap is not None and not every:
+                return self._run_selected(m, w, src, t0, fast, rest)
             if every:  # each test file on its own, stopping at its first failure: which files catch it
                 caught = []
                 for t in self.tests:
@@ -410,6 +479,47 @@ class Runner:
             with self.lock:
                 self.free.append(w)
         return m
+
+    def _run_selected(self, m: Mutant, w: Path, src: bytes, t0: float, fast: list, rest: list) -> Mutant:
+        """A mutant against the tests that ran its lines (mutate_select), in the fork server of `w`."""
+        import mutate_select as ms
+
+        if m.file not in self.sources:
+            self.sources[m.file] = ms.module_level_lines(src)
+        first, last = m.line, m.line + src[m.start:m.end].count(b"\n")
+        server = self.servers[w]
+        common = ["-q", "-x", "-p", "no:cacheprovider", "--hypothesis-seed=0", "-o", "addopts=-rfE"]
+        common += [a for d in self.deselect for a in ("--deselect", d)]
+        chosen, outside, ran = ms.select(self.cmap, m.file, first, last, set(self.deselect))
+        module_level = any(ln in self.sources[m.file] for ln in range(first, last + 1))
+        if not ran and not module_level:
+            m.outcome, m.stage, m.killer = "survived", "uncovered", "no test runs this line"
+            m.seconds = round(time.monotonic() - t0, 2)
+            return m
+        dur = self.cmap["durations"]
+        plan = [("covering", chosen, self.factor * sum(dur.get(t, 1.0) for t in chosen) + 30.0)] if chosen else []
+        if outside or module_level or not chosen:  # what it computes at import may reach any test: the suite too
+            plan += [("fast", fast, self.limit(",".join(fast))), ("full", rest, self.limit("full"))]
+        try:
+            for name, tests, limit in plan:
+                if not tests:
+                    continue
+                rc, _, killer, _ = server.run(common + tests, limit)
+                if rc == "timeout":
+                    m.outcome, m.stage = "timeout", name
+                    break
+                if rc != 0:
+                    m.outcome, m.stage, m.killer = "killed", name, killer or f"pytest exit {rc}"
+                    break
+            else:
+                m.stage = plan[0][0] if plan else ""
+        finally:
+            m.seconds = round(time.monotonic() - t0, 2)
+        return m
+
+    def close(self):
+        for sv in self.servers.values():
+            sv.close()
 
 
 # ---------------------------------------------------------------- reporting
@@ -443,14 +553,17 @@ def report(data: dict, doc: Path | None) -> str:
     cls = classified(doc)
     count = lambda o: sum(1 for m in ms if m["outcome"] == o)  # noqa: E731
     killed, timeout, survived, error = count("killed"), count("timeout"), count("survived"), count("error")
+    built = count("equivalent")  # equivalent by construction (marked lines): never run
     surv = [m for m in ms if m["outcome"] == "survived"]
     equiv = sum(1 for m in surv if cls.get(m["id"]) == "equivalent")
     accepted = sum(1 for m in surv if cls.get(m["id"]) == "accepted")
+    uncovered = sum(1 for m in surv if m.get("stage") == "uncovered")
     run = killed + timeout + survived
     score = (killed + timeout) / (run - equiv) if run > equiv else float("nan")
-    lines = [f"mutants run: {run} (+ {error} that do not compile), killed {killed}, timeout {timeout}, "
-             f"survived {survived} ({equiv} equivalent, {accepted} accepted, {survived - equiv - accepted} "
-             f"unexplained)", f"score: (killed + timeout) / (run - equivalent) = {score:.4f}", ""]
+    lines = [f"mutants run: {run} (+ {error} that do not compile, + {built} equivalent by construction, not run), "
+             f"killed {killed}, timeout {timeout}, survived {survived} ({uncovered} on lines no test runs; "
+             f"{equiv} equivalent, {accepted} accepted, {survived - equiv - accepted} unexplained)",
+             f"score: (killed + timeout) / (run - equivalent) = {score:.4f}", ""]
     per: dict = {}
     for m in ms:
         d = per.setdefault(m["file"], [0, 0, 0])
@@ -458,7 +571,7 @@ def report(data: dict, doc: Path | None) -> str:
             d[0] += 1
         elif m["outcome"] == "survived":
             d[1] += 1
-        d[2] += m["outcome"] != "error"
+        d[2] += m["outcome"] not in ("error", "equivalent")
     lines += ["| file | run | killed | survived |", "|---|---|---|---|"]
     lines += [f"| {f} | {d[2]} | {d[0]} | {d[1]} |" for f, d in sorted(per.items())]
     lines += ["", "| mutant | line | original -> mutated | class |", "|---|---|---|---|"]
@@ -485,6 +598,14 @@ def main(argv=None) -> int:
     ap.add_argument("--fast", default="auto", help="first-stage test files: auto (per file), none, or a,b,c")
     ap.add_argument("--fast-only", action="store_true", help="run the first stage only (with --rerun survived "
                                                              "--overlay NEW_TESTS: which survivors the new tests kill)")
+    ap.add_argument("--tests", nargs="*", default=[], help="only these test files (default: the whole suite "
+                                                            "but tests/test_docs.py)")
+    ap.add_argument("--map", type=Path, help="with --select coverage: keep the coverage map in this file and "
+                                             "reuse it (it must be of the same tree and tests)")
+    ap.add_argument("--select", choices=["coverage", "stages"], default="coverage",
+                    help="coverage (default): each mutant against the tests that ran its lines, in a fork server "
+                         "(bench/mutate_select.py; needs coverage.py: pip install 'perfmodel[mutation]'); stages: "
+                         "the FAST files, then the whole suite, a fresh pytest each")
     ap.add_argument("--timeout-factor", type=float, default=3.0, help="stage limit: factor x unmutated time + 30 s")
     ap.add_argument("--resume", action="store_true", help="skip mutants already recorded in --out")
     ap.add_argument("--rerun", choices=["survived", "timeout", "error"], help="rerun the mutants of --out "
@@ -542,13 +663,23 @@ def main(argv=None) -> int:
             todo = [m for m in todo if m.id not in done]
     if a.only:
         todo = [m for m in todo if m.id in set(a.only)]
+    for m in todo:  # equivalent by construction: recorded, never run
+        if m.outcome == "equivalent" and not a.planted:
+            done[m.id] = {k: v for k, v in asdict(m).items() if k not in ("start", "end")}
+    todo = [m for m in todo if m.outcome != "equivalent" or a.planted]
+    data["mutants"] = sorted(done.values(), key=lambda x: (x["file"], x["line"], x["col"], x["id"]))
     if a.max_mutants is not None:
         todo = todo[:a.max_mutants]
     base = Path(tempfile.mkdtemp(prefix="mut-", dir="/tmp"))
     print(f"{len(muts)} mutants in scope, {len(todo)} to run, copies in {base}", flush=True)
+    runner = None
     try:
-        runner = Runner(base, max(1, a.jobs), a.rev, a.overlay, a.timeout_factor, a.fast)
+        runner = Runner(base, max(1, a.jobs), a.rev, a.overlay, a.timeout_factor, a.fast,
+                        "stages" if a.planted else a.select)
         runner.fast_only = a.fast_only
+        if a.tests:
+            runner.tests = [t for t in runner.tests if t in a.tests]
+        runner.map_path = a.map
         t0 = time.monotonic()
         meta = runner.baseline(sorted({m.file for m in todo}) if not a.planted else [])
         print(f"baseline: {meta}", flush=True)
@@ -579,6 +710,8 @@ def main(argv=None) -> int:
         save(a.out, data)
         print(report(data, a.equivalent))
     finally:
+        if runner is not None:
+            runner.close()
         if not a.keep:
             shutil.rmtree(base, ignore_errors=True)
     return 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import statistics
 import subprocess
 import sys

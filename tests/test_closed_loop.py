@@ -121,6 +121,25 @@ def test_leaping_over_decode_runs_changes_no_request_time(conc, out, prompt, mod
         assert np.allclose(a[k], b[k], rtol=1e-9, atol=1e-12), k
 
 
+def test_evicting_every_priced_block_at_once_changes_no_request_time(monkeypatch):
+    # FastCost keeps blocks of priced steps (least recently used dropped past MAX_*_BLOCKS) only to save work: with
+    # no block kept at all the closed loop's every time is the same (the bounds are marked equivalent for mutation)
+    m, h = pm.load_model("llama-3.1-8b"), pm.load_hardware("h100-sxm")
+
+    def loop():
+        inst = Instance(m, h, Precision(), Layout(), "roofline", None, 16, 2048, None, 16)
+        args = (np.zeros(48), np.full(48, 700), np.full(48, 90), inst.sizes, inst.cost, None, 2048, "chunked", 16)
+        return fastsim.run(*args, concurrency=12)
+
+    want = loop()
+    monkeypatch.setattr(fastsim.FastCost, "MAX_DECODE_BLOCKS", 0)
+    monkeypatch.setattr(fastsim.FastCost, "MAX_PREFILL_BLOCKS", 0)
+    got = loop()
+    assert got["steps"] == want["steps"]
+    for k in ("first", "last", "done"):
+        assert np.array_equal(got[k], want[k]), k
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["--concurrency", "0"], "--concurrency: must be a whole number >= 1"),
     (["--concurrency", "4", "--rate", "2"], "--concurrency: N clients send as fast as their requests return"),

@@ -9,7 +9,6 @@ given a published parameter count, and kept.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer

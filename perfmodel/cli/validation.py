@@ -43,8 +43,6 @@ from ..serving.silicon import MAX_POINTS  # noqa: E402  (the limit without --max
 def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=None, system=None, backend=None,
             rounds: int = 2, jobs=None, fmt: str = "table", summary_only: bool = False, points_file=None,
             compare=None, max_points=None, impl: str = "engine", cluster=None) -> None:
-    from ..fileio import write_text
-    from ..report import render
     from ..serving import silicon
 
     modes = _names(mode, "--mode")

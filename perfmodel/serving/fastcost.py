@@ -131,8 +131,8 @@ class FastCost:
 
     # -- decode-only steps as a function of (rows, sum of rounded contexts) -------------------------
     BLOCK = 2048  # sums of k priced at once per row count: one vectorized pricing serves many steps
-    MAX_DECODE_BLOCKS = 1024  # at most 48 MB of decode blocks (least recently used dropped)
-    MAX_PREFILL_BLOCKS = 8  # prefill prefix tables of 32 row counts x the budget's token counts
+    MAX_DECODE_BLOCKS = 1024  # at most 48 MB of decode blocks (least recently used dropped)  # mutation: equivalent - a memory bound, a dropped block comes back the same
+    MAX_PREFILL_BLOCKS = 8  # prefill prefix tables of 32 row counts x the budget's token counts  # mutation: equivalent - a memory bound, a dropped block comes back the same
 
     def _affine_cols(self):
         """Per column of the decode table (every op's FIELDS, key length and f / k): (c0, c1) with column = c0 +

@@ -30,10 +30,14 @@ weights, bf16 activations; bf16 -> bf16. Never is a parameter fitted to these po
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 import re
 from pathlib import Path
 
 import numpy as np
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made (off the plain CLI path)
+    import pandas as pd  # noqa: F401
 
 from ..errors import SpecError
 from ..ops import Layout

@@ -4,8 +4,12 @@ comparison with a peer's predictions. perfmodel.serving.silicon re-exports all o
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made (off the plain CLI path)
+    import pandas as pd  # noqa: F401
 
 from ..errors import SpecError
 

@@ -30,7 +30,7 @@ from .traffic import _whole
 FIELDS = ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write")  # summed over the sequences (w_read: max)
 
 
-MAX_HELD_ROWS = 2_000_000  # (T, S) rows the step memo's keys may hold, about 150 MB; then it starts again
+MAX_HELD_ROWS = 2_000_000  # (T, S) rows the step memo's keys may hold, about 150 MB; then it starts again  # mutation: equivalent - a memory bound, an emptied memo prices the same
 
 
 class StepCost:

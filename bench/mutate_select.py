@@ -1,0 +1,270 @@
+"""What makes the full mutation run practical (issue 25): run each mutant against the tests that execute its
+line, in a process that has already imported everything but perfmodel.
+
+1. A coverage map, built once per run on the unmutated copy: the whole suite under coverage.py with one
+   context per test (this file is also the pytest plugin, `-p mutate_select`, that names the contexts), the
+   subprocesses the tests start included (coverage's `patch = subprocess`; each child takes its test's name
+   from the environment). For every line of the scope: the node ids of the tests that ran it, and each test's
+   time.
+2. A fork server per job (`python bench/mutate_select.py --serve`): it imports numpy, pandas, pytest,
+   hypothesis and the rest once, then forks one child per mutant. The child imports perfmodel from the
+   copy (where the mutant was written), runs `pytest.main` on the selected node ids and exits; nothing of
+   perfmodel ever lives in the server, so every child sees the mutant. About 3 s of start-up saved a mutant.
+
+Which tests a mutant gets (`select`): the tests that ran any line of its span, fastest first. A line that ran
+while a test file was collected (a parametrize list, a table a test module builds) adds every test of that file.
+A line that ran at import (the map imports the scope before collecting; module-level code, tables built at
+import) may change what every test sees: if its covering tests pass, it also gets the old two stages (the FAST
+files, then the rest of the suite). A line that never ran, in any process, is `uncovered`: a survivor no test can kill.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import select as _select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# ---------------------------------------------------------------- the pytest plugin (-p mutate_select)
+_DURATIONS: dict = {}
+
+
+def _cov():
+    try:
+        import coverage
+    except ImportError:
+        return None
+    return coverage.Coverage.current()
+
+
+try:
+    import pytest as _pytest
+
+    @_pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        cov = _cov()
+        os.environ["MUTCOV_CONTEXT"] = item.nodeid  # a subprocess started by the test takes it as its context
+        if cov is not None:
+            cov.switch_context(item.nodeid)
+        t0 = time.monotonic()
+        yield
+        _DURATIONS[item.nodeid] = time.monotonic() - t0
+        if cov is not None:
+            cov.switch_context("")
+        os.environ["MUTCOV_CONTEXT"] = ""
+
+    def pytest_configure(config):
+        # import the code under test before any test file: what runs at import then has the context "" (it may
+        # reach every test), and what a test file computes while it is collected has that file's context
+        for name in filter(None, os.environ.get("MUTCOV_IMPORT", "").split(",")):
+            __import__(name)
+
+    @_pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(collector):
+        cov = _cov() if isinstance(collector, _pytest.Module) else None
+        if cov is not None:
+            cov.switch_context(f"collect:{collector.nodeid}")
+        yield
+        if cov is not None:
+            cov.switch_context("")
+
+    def pytest_unconfigure(config):
+        out = os.environ.get("MUTCOV_DURATIONS")
+        if out and _DURATIONS:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            (Path(out) / f"durations-{os.getpid()}.json").write_text(json.dumps(_DURATIONS))
+except ImportError:  # the server and the map builder import this file without pytest's hooks mattering
+    pass
+
+
+# ---------------------------------------------------------------- the map
+RC = """[run]
+source = {work}/perfmodel
+context = ${{MUTCOV_CONTEXT-}}
+patch = subprocess
+parallel = true
+data_file = {data}/.coverage
+"""
+
+
+def build_map(work: Path, tests: list[str], jobs: int, deselect: list[str], log=print, imports=()) -> dict:
+    """{'lines': {file: {line: [node ids]}}, 'durations': {node id: s}, 'seconds': build time} for `work`."""
+    data = work / ".mutcov"
+    shutil.rmtree(data, ignore_errors=True)
+    data.mkdir()
+    rc = data / "rc"
+    rc.write_text(RC.format(work=work, data=data))
+    env = dict(os.environ, PYTHONPATH=f"{work}{os.pathsep}{Path(__file__).parent}", MPLBACKEND="Agg",
+               MUTCOV_DURATIONS=str(data), MUTCOV_CONTEXT="", MUTCOV_IMPORT=",".join(imports))
+    env.pop("HYPOTHESIS_PROFILE", None)
+    cmd = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+           "-p", "mutate_select", "--hypothesis-seed=0", "-o", "addopts=-rfE", "-n", str(max(1, jobs))]
+    cmd += [a for d in deselect for a in ("--deselect", d)] + tests
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"the coverage map's run failed (pytest exit {r.returncode}): {r.stdout[-2000:]}")
+    subprocess.run([sys.executable, "-m", "coverage", "combine", f"--rcfile={rc}", "-q"], cwd=work, env=env,
+                   check=True, capture_output=True)
+    import coverage
+
+    cd = coverage.CoverageData(basename=str(data / ".coverage"))
+    cd.read()
+    lines: dict = {}
+    root = str(work) + os.sep
+    for f in cd.measured_files():
+        if not f.startswith(root):
+            continue
+        rel = f[len(root):]
+        per = {}
+        for ln, ctxs in (cd.contexts_by_lineno(f) or {}).items():
+            per[int(ln)] = sorted({c.split("|")[-1] for c in ctxs})  # "" = outside every test: import, collection
+        lines[rel] = per
+    durations: dict = {}
+    for p in data.glob("durations-*.json"):
+        durations.update(json.loads(p.read_text()))
+    secs = time.monotonic() - t0
+    log(f"coverage map: {len(durations)} tests, {sum(len(v) for v in lines.values())} lines, {secs:.0f} s")
+    failed = sorted({m.group(2) for ln in r.stdout.splitlines() if (m := _FAILED.match(ln))})
+    return {"lines": lines, "durations": durations, "seconds": round(secs, 1), "failed": failed}
+
+
+def module_level_lines(src: bytes) -> set:
+    """Lines of statements outside every function body (run at import, before any test has a context)."""
+    tree = ast.parse(src)
+    inside: set = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            body = n.body if isinstance(n.body, list) else [n.body]
+            for b in body:
+                inside.update(range(b.lineno, (b.end_lineno or b.lineno) + 1))
+    total = src.count(b"\n") + 1
+    return set(range(1, total + 1)) - inside
+
+
+def select(cmap: dict, file: str, first: int, last: int, deselect: set) -> tuple[list[str], bool, bool]:
+    """(node ids of the tests that ran any line first..last of `file`, fastest first; whether any of those lines
+    ran outside every test, at import or collection, where what it computes may reach every test; whether any
+    ran at all)."""
+    per = cmap["lines"].get(file, {})
+    got: set = set()
+    ran = False
+    for ln in range(first, last + 1):
+        c = per.get(ln, per.get(str(ln)))
+        if c is not None:
+            ran = True
+            got.update(c)
+    outside = "" in got
+    dur = cmap["durations"]
+    for c in [c for c in got if c.startswith("collect:")]:  # computed while a test file was collected: its tests
+        got.discard(c)
+        f = c[len("collect:"):] + "::"
+        got.update(t for t in dur if t.startswith(f))
+    got -= deselect | {""}
+    return sorted(got, key=lambda t: (dur.get(t, 1e9), t)), outside, ran
+
+
+# ---------------------------------------------------------------- the fork server
+PRELOAD = ["numpy", "pandas", "yaml", "typer", "click", "rich", "matplotlib", "matplotlib.pyplot", "scipy",
+           "hypothesis", "hypothesis.extra.numpy", "pytest", "xdist", "concurrent.futures", "multiprocessing",
+           "asyncio", "json", "csv", "sqlite3", "pyarrow", "pyarrow.parquet", "distributed"]
+_FAILED = re.compile(r"^(FAILED|ERROR) (\S+)")
+
+
+def serve() -> int:
+    """Read one JSON request a line on stdin ({"args": [...], "timeout": s, "out": path}), answer one line on
+    stdout ({"rc": int or "timeout", "seconds": s, "failed": [...]}), forking a child per request."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - an optional library missing is not the server's business
+            pass
+    assert not any(m == "perfmodel" or m.startswith("perfmodel.") for m in sys.modules), "perfmodel preloaded"
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        out = Path(req["out"])
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child: its own process group, so a timeout ends whatever it started
+            try:
+                os.setpgid(0, 0)
+                fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                import pytest
+
+                rc = pytest.main(req["args"])
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(int(rc))
+            except BaseException:  # noqa: BLE001 - the child must never return into the server's loop
+                os._exit(99)
+        deadline = t0 + float(req["timeout"])
+        rc = None
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
+                rc = "timeout"
+                break
+            time.sleep(0.02)
+        text = out.read_text(errors="replace") if out.exists() else ""
+        failed = [m.group(2) for ln in text.splitlines() if (m := _FAILED.match(ln))]
+        print(json.dumps({"rc": rc, "seconds": time.monotonic() - t0, "failed": failed, "tail": text[-400:]}),
+              flush=True)
+    return 0
+
+
+class Server:
+    """One fork server in a copy `work`: run(args, timeout) -> (rc or 'timeout', seconds, first failing, all)."""
+
+    def __init__(self, work: Path):
+        self.work = work
+        env = dict(os.environ, PYTHONPATH=str(work), MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1",
+                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env.pop("HYPOTHESIS_PROFILE", None)
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"], cwd=work, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.proc.stdout.readline()
+        if not ready or not json.loads(ready).get("ready"):
+            raise SystemExit(f"the fork server in {work} did not start")
+
+    def run(self, args: list[str], timeout: float):
+        shutil.rmtree(self.work / ".hypothesis", ignore_errors=True)  # no replay of an earlier mutant's failures
+        req = {"args": args, "timeout": timeout, "out": str(self.work / ".mutant-out.txt")}
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        while True:  # the server answers after its own deadline; this only guards against a dead server
+            r, _, _ = _select.select([self.proc.stdout], [], [], timeout + 120)
+            if r:
+                break
+            raise SystemExit(f"the fork server in {self.work} stopped answering")
+        ans = json.loads(self.proc.stdout.readline())
+        f = ans["failed"]
+        return ans["rc"], ans["seconds"], (f[0] if f else ""), f
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--serve"]:
+    sys.exit(serve())

@@ -1,0 +1,122 @@
+"""The mutation tool (bench/mutate.py, bench/mutate_select.py) says true things: which mutants exist, which tests
+can kill each, and that a mutant written into the copy is the code its tests run."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mutate = _load("mutate")
+ms = _load("mutate_select")
+
+SRC = textwrap.dedent('''\
+    LIMIT = 4096  # mutation: equivalent - a memory bound: results never depend on it
+
+    def area(a, b):
+        block = 1_000  # mutation: equivalent - loop block size; the blocks are summed
+        return a * b + block * 0
+
+    TABLE = {"x": area(2, 3)}
+    ''').encode()
+
+
+def test_a_line_marked_equivalent_gives_mutants_that_are_recorded_with_their_reason_and_never_run():
+    marked = mutate.equivalent_lines(SRC)
+    assert marked == {1: "a memory bound: results never depend on it", 4: "loop block size; the blocks are summed"}
+    muts = mutate.mutants_of("m.py", SRC)
+    on_marked = [m for m in muts if m.line in marked]
+    others = [m for m in muts if m.line not in marked]
+    assert on_marked and all(m.outcome == "equivalent" and m.killer == marked[m.line] for m in on_marked)
+    assert others and all(m.outcome == "" for m in others)  # the product on line 5 is still mutated
+    assert any(m.line == 5 and m.kind.startswith("binop *") for m in others)
+
+
+def test_module_level_lines_are_those_outside_every_function_body():
+    lines = ms.module_level_lines(SRC)
+    assert {1, 3, 7} <= lines  # a constant, a def line (its defaults run at import), a table built at import
+    assert not {4, 5} & lines  # the function body runs only when called
+
+
+def test_a_mutant_gets_the_tests_that_ran_its_lines_fastest_first_and_is_told_when_a_line_ran_outside_tests():
+    cmap = {"lines": {"m.py": {"5": ["t::slow", "t::fast", "t::broken"], "7": ["", "t::table"]}},
+            "durations": {"t::slow": 3.0, "t::fast": 0.1, "t::broken": 0.2, "t::table": 1.0}}
+    assert ms.select(cmap, "m.py", 5, 5, {"t::broken"}) == (["t::fast", "t::slow"], False, True)
+    assert ms.select(cmap, "m.py", 7, 7, set()) == (["t::table"], True, True)  # also ran at import
+    assert ms.select(cmap, "m.py", 4, 5, set())[0] == ["t::fast", "t::broken", "t::slow"]  # the span's union
+    assert ms.select(cmap, "m.py", 6, 6, set()) == ([], False, False)  # never ran: no test can kill it
+    assert ms.select(cmap, "other.py", 1, 1, set()) == ([], False, False)
+
+
+def test_the_report_counts_equivalents_by_construction_apart_and_out_of_the_score():
+    data = {"mutants": [
+        {"id": "a", "file": "m.py", "line": 1, "outcome": "killed", "original": "1", "mutated": "2", "stage": "covering"},
+        {"id": "b", "file": "m.py", "line": 2, "outcome": "survived", "original": "<", "mutated": "<=",
+         "stage": "uncovered"},
+        {"id": "c", "file": "m.py", "line": 3, "outcome": "equivalent", "original": "9", "mutated": "10",
+         "stage": "by construction"}]}
+    text = mutate.report(data, None)
+    assert "+ 1 equivalent by construction, not run" in text and "1 on lines no test runs" in text
+    assert "score: (killed + timeout) / (run - equivalent) = 0.5000" in text
+    assert "| m.py | 2 | 1 | 1 |" in text
+
+
+def test_the_fork_server_runs_each_request_on_the_code_as_it_is_on_disk_then(tmp_path):
+    # nothing of the code under test lives in the server: a mutant written between two requests is what runs
+    (tmp_path / "calc.py").write_text("def area(a, b):\n    return a * b\n")
+    (tmp_path / "test_calc.py").write_text("from calc import area\n\ndef test_area():\n    assert area(2, 3) == 6\n")
+    server = ms.Server(tmp_path)
+    try:
+        args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=-rfE", "test_calc.py"]
+        rc, _, first, _ = server.run(args, 60)
+        assert rc == 0 and first == ""
+        (tmp_path / "calc.py").write_text("def area(a, b):\n    return a + b\n")
+        mutate._pyc_purge(tmp_path, "calc.py")
+        rc, _, first, failed = server.run(args, 60)
+        assert rc == 1 and first == "test_calc.py::test_area" and failed == [first]
+        (tmp_path / "calc.py").write_text("def area(a, b):\n    while True:\n        pass\n")
+        mutate._pyc_purge(tmp_path, "calc.py")
+        rc, secs, _, _ = server.run(args, 3)
+        assert rc == "timeout" and secs < 30  # a hang is ended at its limit
+    finally:
+        server.close()
+
+
+def test_the_coverage_map_names_each_line_by_the_tests_that_ran_it(tmp_path):
+    pytest.importorskip("coverage", minversion="7.10")
+    pkg = tmp_path / "perfmodel"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "calc.py").write_text("SCALE = 2\n\ndef area(a, b):\n    return a * b\n\ndef unused():\n    return 0\n\n"
+                                 "def scaled(x):\n    return SCALE * x\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_calc.py").write_text(
+        "from perfmodel.calc import area\n\ndef test_area():\n    assert area(2, 3) == 6\n\n"
+        "def test_broken():\n    assert area(1, 1) == 2\n")
+    (tests / "test_table.py").write_text(
+        "from perfmodel.calc import scaled\n\nROWS = scaled(3)\n\ndef test_rows():\n    assert ROWS == 6\n")
+    cmap = ms.build_map(tmp_path, ["tests/test_calc.py", "tests/test_table.py"], 1, [], log=lambda _: None,
+                        imports=["perfmodel.calc"])
+    per = cmap["lines"]["perfmodel/calc.py"]
+    assert per[4] == ["tests/test_calc.py::test_area", "tests/test_calc.py::test_broken"]
+    assert per[1] == [""]  # run at import only
+    assert 7 not in per  # never run
+    assert per[10] == ["collect:tests/test_table.py"]  # run while that file was collected
+    assert ms.select(cmap, "perfmodel/calc.py", 10, 10, set()) == (["tests/test_table.py::test_rows"], False, True)
+    assert cmap["failed"] == ["tests/test_calc.py::test_broken"]
+    assert set(cmap["durations"]) == {"tests/test_calc.py::test_area", "tests/test_calc.py::test_broken",
+                                      "tests/test_table.py::test_rows"}
