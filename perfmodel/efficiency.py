@@ -116,10 +116,6 @@ class Impl:
     kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
     accumulate: str = "fp32"  # what its fp16 GEMMs accumulate in: fp32 (PyTorch, cuBLAS defaults) or fp16
 
-    @property
-    def fused(self) -> frozenset:
-        return frozenset(k for k, v in self.kernels.items() if v == 0)
-
 
 # ---------------------------------------------------------------- parsing
 def _sourced(raw, where, fld, default_src=None):

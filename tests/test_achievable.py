@@ -127,6 +127,16 @@ def test_a_measured_latency_is_interpolated_in_the_group_size_and_a_ring_scales_
     assert a.at(16, lambda q: 2 * (q - 1)) == pytest.approx(10e-6 * 30 / 14)
     assert a.at(16) == 10e-6  # one-step algorithms keep the largest size's latency
     assert Algorithm(((0, 3e-6),), 1.0).at(64) == 3e-6  # one value for every size
+    # a table measured from one device up is interpolated like any other (only p = 0 means "every size")
+    assert Algorithm(((1, 1e-6), (8, 8e-6)), 1.0).at(4) == pytest.approx(4e-6)
+
+
+def test_a_weight_format_is_dequantized_by_its_family_and_an_unquantized_one_is_its_own():
+    from perfmodel.efficiency import dequant_family
+
+    assert [dequant_family(f) for f in ("int4-g128", "NF4-dq", "mxfp4", "nvfp4", "fp8-block", "int8")] == \
+        ["int4", "nf4", "fp4", "fp4", "fp8", "int8"]
+    assert dequant_family("BF16") == "bf16"  # no dequantizing kernel: the format's own name, which no table names
 
 
 def test_a_group_across_nodes_pays_the_network_hop_on_its_inter_node_steps_only():
