@@ -353,6 +353,22 @@ def pytest(work: Path, files: list[str], deselect: list[str], timeout: float, st
     return proc.returncode, time.monotonic() - t0, (failed[0] if failed else ""), failed
 
 
+def _stages(m: Mutant, plan: list, run) -> bool:
+    """Run the stages (name, tests, limit) in order until one fails: m becomes killed or timeout there (True);
+    False when every stage passed. run(tests, limit) -> (rc or 'timeout', seconds, first failing, all)."""
+    for name, tests, limit in plan:
+        if not tests:
+            continue
+        rc, _, first, _ = run(tests, limit)
+        if rc == "timeout":
+            m.outcome, m.stage = "timeout", name
+            return True
+        if rc != 0:
+            m.outcome, m.stage, m.killer = "killed", name, first or f"pytest exit {rc}"
+            return True
+    return False
+
+
 def all_tests(work: Path) -> list[str]:
     return sorted(str(p.relative_to(work)) for p in (work / "tests").glob("test_*.py")
                   if str(p.relative_to(work)) not in EXCLUDE_TESTS)
@@ -462,16 +478,8 @@ class Runner:
                         caught.append(first or f"{t} (pytest exit {rc})")
                 m.outcome, m.stage, m.killer, fast, rest = ("killed" if caught else "survived"), "every file", \
                     " ".join(caught), [], []
-            for name, files, key in (("fast", fast, ",".join(fast)), ("full", rest, "full")):
-                if not files:
-                    continue
-                rc, _, first, _ = pytest(w, files, self.deselect, self.limit(key))
-                if rc == "timeout":
-                    m.outcome, m.stage = "timeout", name
-                    break
-                if rc != 0:
-                    m.outcome, m.stage, m.killer = "killed", name, first or f"pytest exit {rc}"
-                    break
+            _stages(m, [("fast", fast, self.limit(",".join(fast))), ("full", rest, self.limit("full"))],
+                    lambda files, limit: pytest(w, files, self.deselect, limit))
             m.seconds = round(time.monotonic() - t0, 2)
         finally:
             target.write_bytes(src)
@@ -501,17 +509,7 @@ class Runner:
         if outside or module_level or not chosen:  # what it computes at import may reach any test: the suite too
             plan += [("fast", fast, self.limit(",".join(fast))), ("full", rest, self.limit("full"))]
         try:
-            for name, tests, limit in plan:
-                if not tests:
-                    continue
-                rc, _, killer, _ = server.run(common + tests, limit)
-                if rc == "timeout":
-                    m.outcome, m.stage = "timeout", name
-                    break
-                if rc != 0:
-                    m.outcome, m.stage, m.killer = "killed", name, killer or f"pytest exit {rc}"
-                    break
-            else:
+            if not _stages(m, plan, lambda tests, limit: server.run(common + tests, limit)):
                 m.stage = plan[0][0] if plan else ""
         finally:
             m.seconds = round(time.monotonic() - t0, 2)
