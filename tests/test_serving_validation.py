@@ -107,6 +107,19 @@ def test_disaggregated_stages_share_the_clients(sample):
     assert out["ttft_s"] > out["transfer_s"] > 0
 
 
+def test_a_predictor_that_keeps_one_instance_answers_as_one_that_keeps_them_all(sample, monkeypatch):
+    """The instances a worker keeps are bounded (MAX_INSTANCES; all of them kept ran a worker out of memory):
+    a dropped instance is rebuilt, under a new name for the result memo, and gives the same answer."""
+    df = pd.concat([_small(sample, "agg", 3), _small(sample, "disagg", 1)])
+    plans = [p for p in silicon.plan(df) if p["status"] == "ok"]
+    assert len({(p["model"], silicon._lay(p)) for p in plans}) > 1  # more than one instance is needed
+    every = [silicon.Predictor("roofline")(p) for p in plans]
+    monkeypatch.setattr(silicon, "MAX_INSTANCES", 1)
+    pred = silicon.Predictor("roofline")
+    one = [pred(p) for p in plans + plans]
+    assert len(pred.insts) == 1 and one == every + every
+
+
 def test_summary_statistics_are_the_medians_and_p90_of_the_errors():
     t = pd.DataFrame({"mode": ["roofline"] * 5, "status": ["ok"] * 4 + ["skipped"], "backend": ["vllm"] * 5,
                       "system": ["h200_sxm"] * 5, "model_path": ["m"] * 5, "serving_mode": ["agg"] * 5,

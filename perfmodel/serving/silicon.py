@@ -29,7 +29,9 @@ weights, bf16 activations; bf16 -> bf16. Never is a parameter fitted to these po
 """
 from __future__ import annotations
 
+import itertools
 import math
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 import re
 from pathlib import Path
@@ -230,6 +232,11 @@ def plan(df) -> list[dict]:
 
 
 # ---------------------------------------------------------------- one point
+# instances a Predictor keeps (the points are batched by model, device, precision and layout, so a group's
+# instances are reused together; all of them kept grew a validation worker by ~0.4 GB a minute, to the OOM killer)
+MAX_INSTANCES = 8  # mutation: equivalent - a memory bound, a dropped instance is rebuilt the same
+
+
 class Predictor:
     """Predicts planned points, caching instances (per model, device, precision, layout, mode) and results (per
     workload), so that rows differing only in backend version or measured values are simulated once."""
@@ -242,7 +249,8 @@ class Predictor:
         self.impl_arg = impl
         self.impl = api.check_mode(mode, None, MODES)
         self.impls: dict = {}
-        self.insts: dict = {}
+        self.insts: OrderedDict = OrderedDict()  # the MAX_INSTANCES used last
+        self._serial = itertools.count()  # names an instance for the memos below (an id() is reused once freed)
         self.results: dict = {}
         self.transfers: dict = {}
 
@@ -269,6 +277,13 @@ class Predictor:
             prec = api._prec(p["weights"], p["kv"], p["act"])
             inst = self.insts[key] = Instance(m, hw, prec, lay, self.mode, impl, self.quantum, budget, None,
                                               self.block)
+            inst.serial = next(self._serial)
+            while len(self.insts) > MAX_INSTANCES:  # each holds a step memo of up to ~150 MB: keep the recent ones
+                self.insts.popitem(last=False)
+            if len(self.transfers) > 4 * MAX_INSTANCES:
+                self.transfers.clear()
+        else:
+            self.insts.move_to_end(key)
         return inst
 
     @staticmethod
@@ -286,7 +301,7 @@ class Predictor:
         """One worker's closed loop of n clients: mean TTFT, mean stage time and TPOT, request rate, in flight."""
         warmup = self.warmup if warmup is None else warmup
         rounds = self.rounds if rounds is None else rounds
-        key = (id(inst), n, isl, osl, prefilled, prefill, slots, warmup, rounds)
+        key = (inst.serial, n, isl, osl, prefilled, prefill, slots, warmup, rounds)
         r = self.results.get(key)
         if r is not None:
             return r
@@ -326,7 +341,7 @@ class Predictor:
         pre = self.instance(p, p["layout"], p["budget"])
         dec = self.instance(p, p["decode_layout"], p["budget"])
         N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
-        tkey = (id(pre), id(dec))
+        tkey = (pre.serial, dec.serial)
         tr = self.transfers.get(tkey)
         if tr is None:
             devices = pre.lay.devices * Wp + dec.lay.devices * Wd
