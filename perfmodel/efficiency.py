@@ -325,8 +325,3 @@ def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
     return Impl(name=_str(data["name"], where, "name"), kernels=kernels, collectives=tuple(coll),
                 description=" ".join(str(data.get("description") or "").split()), sources=src, key=key or where,
                 **vals)
-
-
-def ratio(text) -> float:
-    """A plain number (an efficiency written on the command line)."""
-    return parse_quantity(text, "ratio")

@@ -176,16 +176,12 @@ class TimeModel:
     def ideal(self, hw: Hardware) -> "TimeModel":
         """This model with every efficiency 1, every overhead 0, no size limits, and collectives at the link's
         one-hop latency on every algorithm the hardware supports: it prices exactly as the roofline does."""
-        from .efficiency import Dequant
-
-        one = lambda d: {k: 1.0 for k in d} if d is not None else None  # noqa: E731
         algs = lambda names: {a: Algorithm(((0, 0.0),), 1.0) for a in names}  # noqa: E731
-        return replace(self, hbm=1.0, kernel_latency=0.0, gemm_latency=0.0, gemm=one(self.gemm),
-                       attn_compute=one(self.attn_compute), attn_half_keys=0.0, attn_bandwidth=1.0, attn_latency=0.0,
-                       dequant={k: Dequant(1.0, 1.0) for k in (self.dequant or {})} or None, sm_count=None, tiles=(),
+        # None: efficiency 1 for every dtype and weight format, one kernel per op (at no cost here)
+        return replace(self, hbm=1.0, kernel_latency=0.0, gemm_latency=0.0, gemm=None, attn_compute=None,
+                       attn_half_keys=0.0, attn_bandwidth=1.0, attn_latency=0.0, dequant=None, sm_count=None, tiles=(),
                        launch=0.0, layer_overhead=0.0, step_overhead=0.0, step_per_seq=0.0, host_step=0.0,
-                       host_per_seq=0.0, kernels_table=None, accumulate="max",
-                       kernels={k: 1 for k in (self.kernels or {})} or None,
+                       host_per_seq=0.0, kernels_table=None, accumulate="max", kernels=None,
                        link=algs(hw.link_algorithms or DEFAULT_LINK_ALGORITHMS), network=algs(NETWORK_ALGORITHMS))
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -198,9 +194,7 @@ class TimeModel:
         return table[key]
 
     def _dequant(self, fmt: str):
-        fam = dequant_family(fmt)
-        if self.dequant is None:
-            return 1.0, 1.0
+        fam = dequant_family(fmt)  # called only where self.dequant is a table
         if fam not in self.dequant:  # priced as the 16-bit GEMM, and said: an optimistic figure, not a refusal
             import warnings
 
@@ -231,10 +225,11 @@ class TimeModel:
         best = None
         for tr, tc in tiles:
             # below the smallest tile's rows a skinny (GEMV, split-K) kernel runs instead: its rows are not padded
-            tr = np.where(per < floor_rows, np.maximum(np.ceil(per), 1.0), tr)
+            # beyond whole rows (1-row blocks: ceil(per) rows)
+            tr = np.where(per < floor_rows, 1.0, tr)
             work = np.ceil(inst) * np.ceil(per / tr) * tr * math.ceil(cols / tc) * tc
             best = work if best is None else np.minimum(best, work)
-        return np.minimum(1.0, rows * cols / best)
+        return rows * cols / best  # <= 1: work >= ceil(inst) * per * cols >= rows * cols
 
     def collective(self, op: Op, hw: Hardware, layout: Layout):
         """(time, bytes each device sends, "link" or "network") of one collective op, the cheapest algorithm
@@ -325,7 +320,7 @@ class TimeModel:
                 if ks is not None and op.coll == "allreduce" and kind == "link":
                     tm_ = ks.allreduce_time(op.peers, op.msg)
                     if tm_ is not None:
-                        t, src = np.minimum(t, tm_) + 0 * t, ks.source  # the engine picks its faster path
+                        t, src = np.minimum(t, tm_), ks.source  # the engine picks its faster path
                 elif ks is not None and op.coll == "alltoall" and op.moe is not None:
                     # the EP all-to-all runs in DeepEP's kernels: their measured dispatch or combine time
                     M, D, _, topk, E, _, ep = op.moe
@@ -378,10 +373,10 @@ class TimeModel:
                 streamed = op.w_read if op.kind == MATMUL else op.kv_read
                 extra = np.where(np.asarray(op.rows) > 1, (kp - 1.0) * streamed, 0.0)
                 b, pack = b + extra, extra / bw
-            if measured is not None:  # t = max(r, 1) x the op's ideal time: r carries latency, tiles, efficiency
-                r, peak = measured
-                tc, tm = op.flops / peak * r, b / bw * r
-                t_gpu = np.maximum(tc, tm) + pack + fixed
+            if measured is not None:  # t = max(r, 1) x the op's own ideal time: r carries latency, tiles, efficiency
+                r, peak = measured  # and whatever the kernel paid beside (kernel_overhead, packing): not added again
+                tc, tm, pack = op.flops / peak * r, op.bytes / bw * r, 0.0
+                t_gpu = np.maximum(tc, tm)
                 src = ks.source
             else:
                 t_gpu = np.maximum(tc, tm) + pack + fixed + k * latency

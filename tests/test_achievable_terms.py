@@ -1,0 +1,306 @@
+"""Each term of the achievable price, pinned by a number a hand can check, and each field of its spec blocks
+refused when it is wrong. These were the survivors of the mutation run over efficiency.py and timemodel.py
+(docs/mutation.md): code that ran under the laws but that no test held to a value."""
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+
+import perfmodel as pm
+from perfmodel import kernels
+from perfmodel.catalog import load_raw
+from perfmodel.efficiency import Algorithm, Dequant, achievable_from_dict, impl_from_dict, link_algorithms
+from perfmodel.errors import SpecError
+from perfmodel.ops import COMM, MATMUL, Layout, Op, Precision, build_ops
+from perfmodel.specs import load_hardware, load_impl, load_model
+from perfmodel.timemodel import TimeModel, link_of, missing_data, steps_and_bytes
+
+H100 = load_hardware("h100-sxm")
+AIC = kernels.aic_dir() is not None and (kernels.aic_dir() / "h100_sxm").is_dir()
+needs_aic = pytest.mark.skipif(not AIC, reason="the kernels extra (aiconfigurator-core) is not installed")
+
+
+def tiled(*tiles):
+    return dataclasses.replace(TimeModel.roofline(), tiles=tiles, sm_count=132)
+
+
+# ---------------------------------------------------------------- tiles
+def test_the_library_takes_the_tile_that_pads_least_and_a_row_tile_covers_whole_multiples():
+    tm = tiled((64, 256), (128, 128))
+    # 100 x 128: two 64-row tiles x one 256-col tile = 128 x 256, or one 128 x 128 tile: the second wins
+    assert tm.shape_efficiency((100.0, 128.0, 1.0)) == pytest.approx(100 / 128)
+    # 100 x 256: 128 x 256 either way (ceil(100/64) = 2 row tiles, not 1)
+    assert tm.shape_efficiency((100.0, 256.0, 1.0)) == pytest.approx(100 / 128)
+
+
+def test_a_product_as_tall_as_the_smallest_tile_runs_tiled_and_a_shorter_one_as_a_skinny_kernel():
+    tm = tiled((64, 256), (128, 128))
+    # 64 rows is not "below the smallest tile": it runs tiled, 64 x 256 or 128 x 128 for 64 x 128 of work
+    assert tm.shape_efficiency((64.0, 128.0, 1.0)) == pytest.approx(0.5)
+    assert tm.shape_efficiency((63.0, 128.0, 1.0)) == pytest.approx(1.0)  # skinny: no row padding
+
+
+def test_grouped_rows_per_expert_round_up_to_whole_rows_and_every_expert_holds_at_least_one_row():
+    tm = tiled((64, 128))
+    # 10 rows over 4 experts: 2.5 rows each, run as 3-row skinny products: 12 rows of work
+    assert tm.shape_efficiency((10.0, 128.0, 4.0)) == pytest.approx(10 / 12)
+    # 2 rows over 4 experts reached (in expectation): each expert reached computes one row
+    assert tm.shape_efficiency((2.0, 128.0, 4.0)) == pytest.approx(0.5)
+    # fewer than one expert reached in expectation (EP spreads few experts over many devices) counts as one
+    assert tm.shape_efficiency((32.0, 128.0, 0.5)) == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- collectives
+def _coll(coll, msg, peers, link):
+    op = pm.Op(f"{coll}_x", "", 1, COMM, coll=coll, msg=np.asarray(msg, float), peers=peers)
+    op.link = link
+    return op
+
+
+def test_a_one_step_all_to_all_across_nodes_pays_one_network_hop_and_no_link_hop():
+    lay = Layout(ep=16)
+    t, sent, kind = TimeModel.roofline().collective(_coll("alltoall", [1e6], 16, "ep"), H100, lay)
+    assert kind == "network" and H100.link_latency > 0
+    direct = H100.network_latency + 15 / 16 * 1e6 / H100.network_bandwidth
+    assert float(t[0]) == pytest.approx(direct, rel=1e-12) and float(sent[0]) == pytest.approx(15 / 16 * 1e6)
+
+
+def test_across_nodes_the_measured_latency_adds_the_intra_node_ring_only_when_a_node_holds_two_or_more():
+    tm = TimeModel.achievable(H100, load_impl("graphs"))
+    net, link = H100.achievable.network, H100.achievable.link
+    n = 1e3
+    ring_steps = lambda q: steps_and_bytes("allreduce", "ring", q, 1.0)[0]  # noqa: E731
+    tree_steps = lambda q: steps_and_bytes("allreduce", "tree", q, 1.0)[0]  # noqa: E731
+    # tp = 16: 8 per node, 2 nodes; the network ring's latency at 2 nodes plus the link ring's at 8 devices
+    t, _, kind = tm.collective(_coll("allreduce", [n], 16, "tp"), H100, Layout(tp=16))
+    want = []
+    for name, steps in (("ring", ring_steps), ("tree", tree_steps)):
+        if name not in net:
+            continue
+        a = net[name]
+        s, b = steps_and_bytes("allreduce", name, 16.0, n)
+        inter = steps(2.0)
+        floor = inter * H100.network_latency + max(s - inter, 0.0) * H100.link_latency
+        lat = a.at(2.0, steps) + link["ring"].at(8.0, ring_steps)
+        want.append(max(lat, floor) + b / (a.efficiency * H100.network_bandwidth))
+    assert kind == "network" and float(t[0]) == pytest.approx(min(want), rel=1e-12)
+    # an ep group of 2 with tp = 8 beside it: one member per node, so no intra-node part
+    t, sent, kind = tm.collective(_coll("alltoall", [n], 2, "ep"), H100, Layout(tp=8, ep=2))
+    want = []
+    for name in ("ring", "direct"):
+        if name not in net:
+            continue
+        a = net[name]
+        s, b = steps_and_bytes("alltoall", name, 2.0, n)
+        sc = (lambda q, name=name: steps_and_bytes("alltoall", name, q, 1.0)[0]) if name == "ring" else None
+        want.append(max(a.at(2.0, sc), s * H100.network_latency) + b / (a.efficiency * H100.network_bandwidth))
+    assert kind == "network" and float(t[0]) == pytest.approx(min(want), rel=1e-12)
+
+
+def test_an_algorithm_serves_messages_up_to_and_including_its_max_bytes():
+    slow_ring, fast = Algorithm(((0, 1e-3),), 0.5), Algorithm(((0, 1e-6),), 1.0, max_bytes=1024.0)
+    tm = dataclasses.replace(TimeModel.achievable(H100, load_impl("graphs")), link={"ring": slow_ring, "oneshot": fast})
+    t, _, _ = tm.collective(_coll("allreduce", [1024.0, 1025.0], 8, "tp"), H100, Layout(tp=8))
+    assert t[0] == pytest.approx(max(1e-6, H100.link_latency) + 7 * 1024.0 / H100.link_bandwidth, rel=1e-12)
+    ring = max(1e-3, 14 * H100.link_latency) + 1.75 * 1025.0 / (0.5 * H100.link_bandwidth)
+    assert t[1] == pytest.approx(ring, rel=1e-12)
+
+
+def test_without_communication_a_collective_costs_nothing_not_even_its_launch():
+    ops = build_ops(load_model("llama-3.1-8b"), 8.0, 1.0, 1024.0, "decode", Precision(), layout=Layout(tp=2))
+    tm = TimeModel.achievable(H100, load_impl("eager"))
+    assert tm.launch > 0
+    comm = [r for op, r in zip(ops, tm.price(ops, H100, Precision(), Layout(tp=2), comm=False)) if op.kind == COMM]
+    assert comm and all(r == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0) for r in comm)
+
+
+# ---------------------------------------------------------------- what the price adds up
+def test_a_w8a8_gemm_streams_its_weights_at_its_kernels_measured_rate():
+    prec = Precision("fp8", "fp8", "fp8")
+    op = Op("mlp_down", "", 1, MATMUL, flops=2.0 * 8 * 4096 * 4096, w_read=4096.0 * 4096, wfmt="fp8")
+    op.gemm = (8.0, 4096.0, 1.0)
+    base = dataclasses.replace(TimeModel.achievable(H100, load_impl("graphs")), dequant={})
+    half = dataclasses.replace(base, dequant={"fp8": Dequant(0.5, 1.0)})
+    ((_, m0, *_),) = base.price([op], H100, prec)
+    ((_, m1, *_),) = half.price([op], H100, prec)
+    assert m1 == pytest.approx(2 * m0, rel=1e-12)
+
+
+def test_a_packing_blas_moves_the_weights_again_and_says_so_in_the_bytes():
+    hw = H100.replace(gemm_weight_passes=3.0)
+    for rows, extra in ((1.0, 0.0), (8.0, 2.0)):  # one row streams the weights once: nothing to pack
+        op = Op("mlp_down", "", 1, MATMUL, flops=2.0 * rows * 4096 * 4096, w_read=2.0 * 4096 * 4096,
+                act_read=2.0 * rows * 4096, wfmt="bf16")
+        op.rows, op.gemm = rows, (rows, 4096.0, 1.0)
+        ((_, _, _, b, *_),) = TimeModel.roofline().price([op], hw, Precision())
+        assert b == pytest.approx(op.bytes + extra * op.w_read, rel=1e-12)
+
+
+def _measured_csv(tmp_path):
+    from tests.test_kernels import _results_csv
+
+    rows = [(m, n, k, 1.5) for m in (1, 64) for n in (1024, 4096) for k in (1024, 4096)]
+    return _results_csv(tmp_path, H100, rows)
+
+
+def test_a_measured_gemm_is_its_measured_time_with_no_calibrated_term_added_again(tmp_path):
+    """The table's time already holds the kernel's fixed cost and any packing pass of the BLAS it measured."""
+    impl = dataclasses.replace(load_impl("graphs"), kernel_tables=str(_measured_csv(tmp_path)))
+    op = Op("mlp_down", "", 1, MATMUL, flops=2.0 * 64 * 4096 * 4096, w_read=2.0 * 4096 * 4096,
+            act_read=2.0 * 64 * 4096, act_write=2.0 * 64 * 4096, wfmt="bf16")
+    op.rows, op.gemm = 64.0, (64.0, 4096.0, 1.0)
+    ideal = max(op.flops / H100.peak("bf16"), op.bytes / H100.memory_bandwidth)
+    for ko, passes in ((None, None), (3e-6, None), (None, 2.0)):
+        hw = H100.replace(kernel_overhead=ko, gemm_weight_passes=passes)
+        src = []
+        ((_, tmem, t, *_),) = TimeModel.achievable(hw, impl).price([op], hw, Precision(), sources=src)
+        assert src == [impl.kernel_tables]
+        assert t == pytest.approx(1.5 * ideal, rel=1e-12) and tmem == pytest.approx(1.5 * op.bytes / hw.memory_bandwidth)
+
+
+@needs_aic
+def test_fp8_gemms_are_priced_from_the_engines_fp8_table():
+    tm = TimeModel.achievable(H100, load_impl("vllm-0.24"))
+    prec = Precision("fp8", "fp8", "fp8")
+    ops = [op for op in build_ops(load_model("llama-3.1-8b"), 64.0, 1.0, 1024.0, "decode", prec) if op.kind == MATMUL]
+    src = []
+    tm.price(ops, H100, prec, sources=src)
+    assert all(s.startswith("AIConfigurator") for s in src), src
+
+
+@needs_aic
+def test_a_measured_all_reduce_is_taken_where_it_beats_the_modelled_one():
+    tm = TimeModel.achievable(H100, load_impl("vllm-0.24"))
+    op = _coll("allreduce", np.geomspace(1e3, 1e8, 6), 8, "tp")
+    op.name = "allreduce_mlp"
+    src = []
+    ((_, _, t, *_),) = tm.price([op], H100, Precision(), Layout(tp=8), sources=src)
+    modelled, _, _ = tm.collective(op, H100, Layout(tp=8))
+    measured = tm.kernels_table.allreduce_time(8, op.msg)
+    assert src[0].startswith("AIConfigurator")
+    np.testing.assert_allclose(t, np.minimum(modelled, measured), rtol=1e-12)
+    assert np.any(measured < modelled)  # the table is taken somewhere, not only the bound
+
+
+@needs_aic
+@pytest.mark.parametrize("ep, nodes", [(8, 1), (16, 2)])
+def test_an_ep_all_to_all_across_n_nodes_costs_deepeps_time_measured_on_n_nodes(ep, nodes):
+    m = load_model("deepseek-v3")
+    # SGLang 0.5.10's tables hold DeepEP on 1, 2, 4 and 8 nodes of H100 (0.5.14's on one only)
+    tm = TimeModel.achievable(H100, dataclasses.replace(load_impl("sglang-0.5"), engine_version="0.5.10"))
+    assert "0.5.10" in tm.kernels_table.source
+    lay = Layout(ep=ep)
+    ops = [op for op in build_ops(m, 4.0, 1.0, 1024.0, "decode", Precision(), layout=lay) if op.coll == "alltoall"]
+    assert {op.name.endswith("dispatch") for op in ops} == {True, False}
+    src = []
+    for op, (_, _, t, *_) in zip(ops, tm.price(ops, H100, Precision(), lay, sources=src)):
+        M, D, _, topk, E, _, _ = op.moe
+        phase = "dispatch" if op.name.endswith("dispatch") else "combine"
+        want = tm.kernels_table.alltoall_time(phase, D, topk, E, nodes, M)
+        assert want is not None and float(t) == pytest.approx(float(want), rel=1e-12)
+        assert want != tm.kernels_table.alltoall_time(phase, D, topk, E, 3 - nodes, M)
+    assert all(s.startswith("AIConfigurator") for s in src)
+
+
+# ---------------------------------------------------------------- what a layout needs from the spec
+def test_a_missing_link_or_network_names_the_field_that_is_missing():
+    no_link = H100.replace(link_bandwidth=None)
+    with pytest.raises(SpecError, match="link_bandwidth") as e:
+        link_of(no_link, Layout(tp=2), "tp")
+    assert "network_bandwidth" not in str(e.value)
+    no_net = H100.replace(network_bandwidth=None)
+    with pytest.raises(SpecError, match="network_bandwidth") as e:
+        link_of(no_net, Layout(tp=16), "tp")
+    assert "devices_per_node=16" in str(e.value)
+
+
+def test_the_collectives_a_layout_needs_measured_are_listed_when_the_spec_lacks_them():
+    a = H100.achievable
+    bare = H100.replace(achievable=dataclasses.replace(a, link={}, network={}))
+    assert missing_data(bare, Layout(), "achievable") == []
+    assert missing_data(bare, Layout(tp=2), "achievable") == ["achievable.link"]
+    assert missing_data(bare, Layout(tp=16), "achievable") == ["achievable.link", "achievable.network"]
+    assert missing_data(bare, Layout(tp=16), "roofline") == []
+    assert missing_data(H100, Layout(tp=16), "achievable") == []
+
+
+def test_a_time_models_errors_name_the_catalog_entry_it_came_from():
+    tm = TimeModel.achievable(H100, load_impl("graphs"))
+    assert tm.where == "h100-sxm"
+    with pytest.raises(SpecError, match="h100-sxm.*achievable.gemm_efficiency.int8"):
+        tm._eff(tm.gemm, "int8", "gemm_efficiency")
+
+
+def test_the_ideal_time_model_is_an_achievable_model_that_prices_every_collective_as_the_roofline():
+    ideal = TimeModel.achievable(H100, load_impl("graphs")).ideal(H100)
+    assert isinstance(ideal, TimeModel) and ideal.mode == "achievable" and ideal.kernels_table is None
+    for p in (8, 16):  # nvls, one-shot and the rest inside a node; the network beyond it
+        o, lay = _coll("allreduce", np.geomspace(8, 2**31, 50), p, "tp"), Layout(tp=p)
+        t_i, b_i, _ = ideal.collective(o, H100, lay)
+        t_r, b_r, _ = TimeModel.roofline().collective(o, H100, lay)
+        np.testing.assert_allclose(t_i, t_r, rtol=1e-12)
+        np.testing.assert_allclose(b_i, b_r, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- the spec blocks, refused field by field
+def _ach():
+    return copy.deepcopy(load_raw("h100-sxm", "hardware")[0]["achievable"])
+
+
+def _impl():
+    return copy.deepcopy(load_raw("vllm-0.24", "impl")[0])
+
+
+@pytest.mark.parametrize("field, value", [
+    ("gemm_efficiency", {}), ("gemm_efficiency", "0.8"), ("link", {}), ("link", ["ring"]),
+    ("gemm_tiles", {"value": [], "source": "s"}), ("gemm_tiles", {"value": [[128]], "source": "s"}),
+    ("gemm_tiles", {"value": [[128, 128], [64]], "source": "s"}), ("gemm_tiles", {"value": [128, 128], "source": "s"}),
+    ("sm_count", {"value": 0, "source": "s"}),
+])
+def test_a_bad_achievable_field_is_refused_naming_it(field, value):
+    raw = _ach()
+    raw[field] = value
+    with pytest.raises(SpecError) as e:
+        achievable_from_dict(raw, "my.yaml")
+    assert f"achievable.{field}" in str(e.value)
+
+
+def test_the_achievable_blocks_plain_values_parse_to_what_they_say():
+    raw = _ach()
+    raw["attention_half_keys"] = {"value": 0, "source": "no short-key penalty"}
+    raw["link"]["ring"]["latency"] = {"value": "3 us", "source": "s"}
+    a = achievable_from_dict(raw, "my.yaml")
+    assert a.attention_half_keys == 0.0
+    ring = a.link["ring"]
+    assert ring.latency == ((0, 3e-6),) and ring.at(8, lambda q: 2 * (q - 1)) == 3e-6  # one value for every size
+    assert {"sm_count", "attention_half_keys", "achievable.link.ring.latency"} <= set(a.sources)
+
+
+@pytest.mark.parametrize("value", [{"value": [], "source": "s"}, {"value": ["ring", "smoke"], "source": "s"},
+                                   {"value": "ring", "source": "s"}])
+def test_bad_link_algorithms_are_refused(value):
+    with pytest.raises(SpecError, match="link_algorithms"):
+        link_algorithms(value, "my.yaml")
+    assert link_algorithms({"value": ["ring", "nvls"], "source": "s"}, "my.yaml") == (("ring", "nvls"), "s")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("kernel_tables", "   "), ("kernel_tables", 3), ("kernels", [1]), ("kernels", {"": 1}),
+    ("kernels", {"attn_av": 0, 3: 1}), ("collectives", []), ("collectives", ["ring", "smoke"]),
+])
+def test_a_bad_implementation_field_is_refused_naming_it(field, value):
+    raw = _impl()
+    raw[field] = value
+    with pytest.raises(SpecError) as e:
+        impl_from_dict(raw, "my.yaml")
+    assert field in str(e.value)
+
+
+def test_an_implementations_description_is_kept_with_its_spacing_folded():
+    raw = _impl()
+    raw["description"] = "vLLM  with\n CUDA graphs"
+    assert impl_from_dict(raw, "my.yaml").description == "vLLM with CUDA graphs"
+    raw.pop("description")
+    assert impl_from_dict(raw, "my.yaml").description == ""
+
