@@ -404,8 +404,7 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
         return None
     rows, cols, inst = op.gemm
     if op.moe is not None:  # a fused MoE kernel: both expert GEMMs take the ratio of the whole measured kernel
-        fam = "bf16" if wf.bits >= 16 else dequant_family(wf.name)
-        dt = _MOE_DTYPE.get(fam)
+        dt = _MOE_DTYPE.get(dequant_family(wf.name))  # fp32 experts: no measured kernel
         if dt == "w4a16_mxfp4" and af.peak == "fp4":
             dt = "nvfp4"
         if dt is None:

@@ -49,6 +49,8 @@ def test_grouped_rows_per_expert_round_up_to_whole_rows_and_every_expert_holds_a
     assert tm.shape_efficiency((2.0, 128.0, 4.0)) == pytest.approx(0.5)
     # fewer than one expert reached in expectation (EP spreads few experts over many devices) counts as one
     assert tm.shape_efficiency((32.0, 128.0, 0.5)) == pytest.approx(1.0)
+    # 2.5 experts reached in expectation: three experts' products run, 4 rows each
+    assert tm.shape_efficiency((10.0, 128.0, 2.5)) == pytest.approx(10 / 12)
 
 
 # ---------------------------------------------------------------- collectives
@@ -96,6 +98,34 @@ def test_across_nodes_the_measured_latency_adds_the_intra_node_ring_only_when_a_
         sc = (lambda q, name=name: steps_and_bytes("alltoall", name, q, 1.0)[0]) if name == "ring" else None
         want.append(max(a.at(2.0, sc), s * H100.network_latency) + b / (a.efficiency * H100.network_bandwidth))
     assert kind == "network" and float(t[0]) == pytest.approx(min(want), rel=1e-12)
+
+
+def test_a_spec_without_a_link_hop_pays_nothing_for_its_intra_node_steps():
+    hw = H100.replace(link_latency=None)
+    t, _, _ = TimeModel.roofline().collective(_coll("allreduce", [8.0], 16, "tp"), hw, Layout(tp=16))
+    n, bw = 8.0, hw.network_bandwidth
+    assert float(t[0]) == pytest.approx(2 * hw.network_latency + 2 * 15 / 16 * n / bw, rel=1e-12)
+
+
+def test_beyond_its_largest_measured_group_a_rings_latency_grows_with_its_steps():
+    ring = Algorithm(((2, 4e-6), (4, 6e-6)), 0.5)
+    tm = dataclasses.replace(TimeModel.achievable(H100, load_impl("graphs")), link={"ring": ring})
+    t, _, _ = tm.collective(_coll("allreduce", [8.0], 8, "tp"), H100, Layout(tp=8))
+    assert float(t[0]) == pytest.approx(max(6e-6 * 14 / 6, 14 * H100.link_latency) + 1.75 * 8.0 / (0.5 * H100.link_bandwidth),
+                                        rel=1e-12)
+
+
+def test_two_devices_a_node_pay_the_intra_node_ring_too():
+    hw = H100.replace(devices_per_node=2)
+    net, link = hw.achievable.network, hw.achievable.link
+    tm = dataclasses.replace(TimeModel.achievable(hw, load_impl("graphs")), network={"ring": net["ring"]})
+    ring_steps = lambda q: steps_and_bytes("allreduce", "ring", q, 1.0)[0]  # noqa: E731
+    t, _, kind = tm.collective(_coll("allreduce", [8.0], 4, "tp"), hw, Layout(tp=4))
+    s, b = steps_and_bytes("allreduce", "ring", 4.0, 8.0)
+    floor = ring_steps(2.0) * hw.network_latency + (s - ring_steps(2.0)) * hw.link_latency
+    lat = net["ring"].at(2.0, ring_steps) + link["ring"].at(2.0, ring_steps)
+    assert kind == "network" and lat > floor
+    assert float(t[0]) == pytest.approx(lat + b / (net["ring"].efficiency * hw.network_bandwidth), rel=1e-12)
 
 
 def test_an_algorithm_serves_messages_up_to_and_including_its_max_bytes():
@@ -184,23 +214,115 @@ def test_a_measured_all_reduce_is_taken_where_it_beats_the_modelled_one():
 
 
 @needs_aic
-@pytest.mark.parametrize("ep, nodes", [(8, 1), (16, 2)])
-def test_an_ep_all_to_all_across_n_nodes_costs_deepeps_time_measured_on_n_nodes(ep, nodes):
+@pytest.mark.parametrize("ep, per_node, nodes", [(8, 8, 1), (16, 8, 2), (8, 6, 2), (2, None, 2)])
+def test_an_ep_all_to_all_across_n_nodes_costs_deepeps_time_measured_on_n_nodes(ep, per_node, nodes):
+    """nodes = ceil(ep / devices_per_node); a spec without devices_per_node has one device a node."""
     m = load_model("deepseek-v3")
+    hw = H100.replace(devices_per_node=per_node)
     # SGLang 0.5.10's tables hold DeepEP on 1, 2, 4 and 8 nodes of H100 (0.5.14's on one only)
-    tm = TimeModel.achievable(H100, dataclasses.replace(load_impl("sglang-0.5"), engine_version="0.5.10"))
+    tm = TimeModel.achievable(hw, dataclasses.replace(load_impl("sglang-0.5"), engine_version="0.5.10"))
     assert "0.5.10" in tm.kernels_table.source
     lay = Layout(ep=ep)
     ops = [op for op in build_ops(m, 4.0, 1.0, 1024.0, "decode", Precision(), layout=lay) if op.coll == "alltoall"]
     assert {op.name.endswith("dispatch") for op in ops} == {True, False}
     src = []
-    for op, (_, _, t, *_) in zip(ops, tm.price(ops, H100, Precision(), lay, sources=src)):
+    for op, (_, _, t, *_) in zip(ops, tm.price(ops, hw, Precision(), lay, sources=src)):
         M, D, _, topk, E, _, _ = op.moe
         phase = "dispatch" if op.name.endswith("dispatch") else "combine"
         want = tm.kernels_table.alltoall_time(phase, D, topk, E, nodes, M)
         assert want is not None and float(t) == pytest.approx(float(want), rel=1e-12)
         assert want != tm.kernels_table.alltoall_time(phase, D, topk, E, 3 - nodes, M)
     assert all(s.startswith("AIConfigurator") for s in src)
+
+
+@needs_aic
+@pytest.mark.parametrize("gpu, prec, tables", [
+    ("h100-sxm", Precision(), "bfloat16"),
+    ("h100-sxm", Precision("fp8", "fp8"), ["fp8_block", "fp8"]),  # fp8 MoE checkpoints are block-scaled
+    ("h100-sxm", Precision("int4-g128"), "int4_wo"),
+    ("b200", Precision("mxfp4"), "w4a16_mxfp4"),  # fp4 experts, 16-bit activations
+    ("b200", Precision("nvfp4", "fp4", "bf16"), "nvfp4"),  # fp4 experts and fp4 activations: W4A4
+])
+def test_a_fused_moe_op_takes_the_measured_kernel_of_its_weight_format(gpu, prec, tables):
+    """Both expert GEMMs take max(r, 1) x their own ideal time, r that of the engine's fused MoE kernel for the
+    checkpoint's weight format, at the layer's shape and tokens, relative to that kernel's peak."""
+    from perfmodel.kernels import _PEAK
+
+    hw = load_hardware(gpu)
+    tm = TimeModel.achievable(hw, load_impl("vllm-0.24"))
+    ks = tm.kernels_table
+    dt = tables if isinstance(tables, str) else tables[0]
+    peak = hw.peak(_PEAK[dt]) if _PEAK[dt] in hw.peak_flops else hw.peak(prec.formats()[1].peak)
+    ratios = []
+    for B in (1.0, 64.0, 1024.0):
+        ops = [op for op in build_ops(load_model("qwen3-30b-a3b"), B, 1.0, 2048.0, "decode", prec)
+               if op.kind == MATMUL and op.moe is not None]
+        assert len(ops) == 2  # the gate-up and the down GEMM of the experts
+        src = []
+        for op, (_, _, t, *_) in zip(ops, tm.price(ops, hw, prec, sources=src)):
+            M, D, F, topk, E, tp, ep = op.moe
+            r = float(ks.moe_ratio(tables, (D, F, topk, E, tp, ep), M))
+            ideal = max(op.flops / peak, op.bytes / hw.memory_bandwidth)
+            assert float(t) == pytest.approx(max(r, 1.0) * ideal, rel=1e-9), (B, op.name)
+            ratios.append(r)
+        assert all(s.startswith("AIConfigurator") for s in src)
+    assert len(set(ratios)) > 1
+
+
+@needs_aic
+@pytest.mark.parametrize("prec, table", [
+    (Precision(), "bfloat16"), (Precision("fp8", "fp8"), "fp8"), (Precision("nvfp4", "fp4", "bf16"), "nvfp4"),
+    (Precision("int4-g128"), None), (Precision("fp8"), None),  # weight-only: no dense table, the datasheet model
+])
+def test_a_dense_gemm_takes_the_measured_table_of_what_it_computes_in(prec, table):
+    hw = load_hardware("b200")
+    tm = TimeModel.achievable(hw, load_impl("vllm-0.24"))
+    ops = [op for op in build_ops(load_model("llama-3.1-8b"), 32.0, 1.0, 2048.0, "decode", prec)
+           if op.kind == MATMUL and op.name != "lm_head"]
+    src = []
+    for op, (_, _, t, *_) in zip(ops, tm.price(ops, hw, prec, sources=src)):
+        if table is None:
+            continue
+        rows, cols, _ = op.gemm
+        r = float(tm.kernels_table.gemm_ratio(table, rows, cols, op.flops / (2.0 * rows * cols)))
+        ideal = max(op.flops / hw.peak(prec.formats()[1].peak), op.bytes / hw.memory_bandwidth)
+        assert float(t) == pytest.approx(max(r, 1.0) * ideal, rel=1e-9), op.name
+    assert set(src) == ({"datasheet"} if table is None else {tm.kernels_table.source})
+
+
+@needs_aic
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "deepseek-v2-lite"])  # GQA, MLA
+@pytest.mark.parametrize("kv, table", [("bf16", "bfloat16"), ("fp8", "fp8")])
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_attention_takes_the_measured_kernel_of_its_phase_and_cache_dtype(model, kv, table, phase):
+    """decode: the generation table at B = FLOPs / (2 Nq hd keys) sequences; prefill: the context table at
+    B = FLOPs / (2 Nq hd pairs) over T new tokens, pairs = T keys - T (T - 1) / 2 (causal); MLA its own tables."""
+    hw = load_hardware("h200")  # TensorRT-LLM measures GQA and MLA attention cores (vLLM's MLA: whole modules)
+    tm = TimeModel.achievable(hw, load_impl("trtllm-1.3"))
+    ks, prec = tm.kernels_table, Precision("bf16", "bf16", kv)
+    T, S = (1.0, 2048.0) if phase == "decode" else (512.0, 512.0)
+    ops = [op for op in build_ops(load_model(model), 8.0, T, S, phase, prec) if op.attn is not None]
+    assert ops
+    src = []
+    for op, (_, _, t, *_) in zip(ops, tm.price(ops, hw, prec, sources=src)):
+        Nq, Nkv, hd, T_ = op.attn
+        keys = float(op.keys)
+        pairs = T_ * keys - T_ * (T_ - 1.0) / 2.0
+        B = op.flops / (2.0 * Nq * hd * pairs)
+        assert B == pytest.approx(8.0)
+        kind, L = ("generation", keys) if phase == "decode" else ("context", T_)
+        r = ks.mla_ratio(kind, table, Nq, B, L) if Nkv == 0 else ks.attn_ratio(kind, table, (Nq, max(round(Nkv), 1), hd), B, L)
+        ideal = max(op.flops / hw.peak("bf16"), op.bytes / hw.memory_bandwidth)
+        assert float(t) == pytest.approx(max(float(r), 1.0) * ideal, rel=1e-9), op.name
+    assert set(src) == {ks.source}
+
+
+def test_a_4_bit_cache_has_no_measured_attention_kernel():
+    from perfmodel.timemodel import _measured_attention
+
+    op = next(op for op in build_ops(load_model("llama-3.1-8b"), 8.0, 1.0, 2048.0, "decode", Precision())
+              if op.attn is not None)
+    assert _measured_attention(object(), op, Precision(kv="int4").formats()[2], 1e15) is None
 
 
 # ---------------------------------------------------------------- what a layout needs from the spec
@@ -269,9 +391,10 @@ def test_a_bad_achievable_field_is_refused_naming_it(field, value):
 def test_the_achievable_blocks_plain_values_parse_to_what_they_say():
     raw = _ach()
     raw["attention_half_keys"] = {"value": 0, "source": "no short-key penalty"}
+    raw["sm_count"] = {"value": 1, "source": "one multiprocessor"}
     raw["link"]["ring"]["latency"] = {"value": "3 us", "source": "s"}
     a = achievable_from_dict(raw, "my.yaml")
-    assert a.attention_half_keys == 0.0
+    assert a.attention_half_keys == 0.0 and a.sm_count == 1
     ring = a.link["ring"]
     assert ring.latency == ((0, 3e-6),) and ring.at(8, lambda q: 2 * (q - 1)) == 3e-6  # one value for every size
     assert {"sm_count", "attention_half_keys", "achievable.link.ring.latency"} <= set(a.sources)
@@ -287,11 +410,12 @@ def test_bad_link_algorithms_are_refused(value):
 
 @pytest.mark.parametrize("field, value", [
     ("kernel_tables", "   "), ("kernel_tables", 3), ("kernels", [1]), ("kernels", {"": 1}),
-    ("kernels", {"attn_av": 0, 3: 1}), ("collectives", []), ("collectives", ["ring", "smoke"]),
+    ("kernels", {"attn_av": 0, 3: 1}), ("kernels", "attn_av"), ("collectives", []), ("collectives", ["ring", "smoke"]),
+    ("collectives", ["smoke"]), ("collectives", {"ring": 1}),
 ])
 def test_a_bad_implementation_field_is_refused_naming_it(field, value):
     raw = _impl()
-    raw[field] = value
+    raw[field] = value if field == "kernel_tables" else {"value": value, "source": "s"}  # a setting; sourced terms
     with pytest.raises(SpecError) as e:
         impl_from_dict(raw, "my.yaml")
     assert field in str(e.value)

@@ -279,8 +279,8 @@ class Predictor:
                                               self.block)
             inst.serial = next(self._serial)
             while len(self.insts) > MAX_INSTANCES:  # each holds a step memo of up to ~150 MB: keep the recent ones
-                self.insts.popitem(last=False)
-            if len(self.transfers) > 4 * MAX_INSTANCES:
+                self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
+            if len(self.transfers) > 4 * MAX_INSTANCES:  # mutation: equivalent - a memory bound, rebuilt the same
                 self.transfers.clear()
         else:
             self.insts.move_to_end(key)
