@@ -394,7 +394,7 @@ class TimeModel:
 
 
 # table dtypes (perfmodel.kernels) of the GEMM and fused-MoE kernels, by the weights' format family
-_GEMM_DTYPE = {16: "bfloat16", 8: "fp8", 4: "nvfp4"}  # 4: W4A4 (NVFP4 weights and activations)
+_GEMM_DTYPE = {16: "bfloat16", 8: "fp8", 4: "nvfp4"}  # by the activations' bits (4: NVFP4 W4A4)
 _MOE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int4": "int4_wo", "fp4": "w4a16_mxfp4"}
 
 
@@ -418,9 +418,11 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
         from .kernels import _PEAK
 
         return np.maximum(r, 1.0), hw.peak(_PEAK[dt]) if _PEAK[dt] in hw.peak_flops else hw.peak(af.peak)
-    if np.any(np.asarray(inst) != 1.0) or (wf.bits < 16 and af.bits >= 16):  # weight-only: no dense GEMM table
+    if np.any(np.asarray(inst) != 1.0):  # per-head or per-expert products: no dense GEMM table
         return None
-    dt = _GEMM_DTYPE.get(min(wf.bits, af.bits)) if wf.bits == af.bits or af.bits == 8 else None
+    # the table of what the tensor cores compute in, the activations' dtype: W16A16, W8A8, W4A8 (fp8), W4A4 (nvfp4);
+    # weight-only products (W4A16, W8A16) dequantize into a 16-bit kernel no dense table measures
+    dt = _GEMM_DTYPE.get(af.bits) if wf.bits == af.bits or af.bits == 8 else None
     if dt is None:
         return None
     rows = np.asarray(rows, float)
