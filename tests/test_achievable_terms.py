@@ -255,8 +255,9 @@ def test_a_fused_moe_op_takes_the_measured_kernel_of_its_weight_format(gpu, prec
     dt = tables if isinstance(tables, str) else tables[0]
     peak = hw.peak(_PEAK[dt]) if _PEAK[dt] in hw.peak_flops else hw.peak(prec.formats()[1].peak)
     ratios = []
-    for B in (1.0, 64.0, 1024.0):
-        ops = [op for op in build_ops(load_model("qwen3-30b-a3b"), B, 1.0, 2048.0, "decode", prec)
+    # decode at 1, 64 and 1,024 sequences (bandwidth-bound experts), and a 16,384-token prefill (compute-bound)
+    for B, T, phase in ((1.0, 1.0, "decode"), (64.0, 1.0, "decode"), (1024.0, 1.0, "decode"), (4.0, 4096.0, "prefill")):
+        ops = [op for op in build_ops(load_model("qwen3-30b-a3b"), B, T, max(T, 2048.0), phase, prec)
                if op.kind == MATMUL and op.moe is not None]
         assert len(ops) == 2  # the gate-up and the down GEMM of the experts
         src = []
