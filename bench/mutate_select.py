@@ -4,8 +4,9 @@ line, in a process that has already imported everything but perfmodel.
 1. A coverage map, built once per run on the unmutated copy: the whole suite under coverage.py with one
    context per test (this file is also the pytest plugin, `-p mutate_select`, that names the contexts), the
    subprocesses the tests start included (coverage's `patch = subprocess`; each child takes its test's name
-   from the environment). For every line of the scope: the node ids of the tests that ran it, and each test's
-   time.
+   from the environment: a sitecustomize on the run's path switches every new or forked Python process to
+   it, since coverage hands a new process the context read when the map started, not the test's). For every
+   line of the scope: the node ids of the tests that ran it, and each test's time.
 2. A fork server per job (`python bench/mutate_select.py --serve`): it imports numpy, pandas, pytest,
    hypothesis and the rest once, then forks one child per mutant. The child imports perfmodel from the
    copy (where the mutant was written), runs `pytest.main` on the selected node ids and exits; nothing of
@@ -59,9 +60,19 @@ try:
             cov.switch_context("")
         os.environ["MUTCOV_CONTEXT"] = ""
 
+    def _after_fork():
+        # a forked child (a process pool's worker) starts coverage afresh with the static context it was started
+        # with, "": without this, what a test ran in its pool was recorded outside every test (found when 3,221
+        # of the physics mutants sat on such lines); the test's name is in the environment the child inherited
+        cov = _cov()
+        if cov is not None:
+            cov.switch_context(os.environ.get("MUTCOV_CONTEXT", ""))
+
     def pytest_configure(config):
         # import the code under test before any test file: what runs at import then has the context "" (it may
         # reach every test), and what a test file computes while it is collected has that file's context
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork)
         for name in filter(None, os.environ.get("MUTCOV_IMPORT", "").split(",")):
             __import__(name)
 
@@ -93,6 +104,25 @@ data_file = {data}/.coverage
 """
 
 
+SITE = """import os
+
+
+def _after_fork():  # a forked or new process starts coverage with no test context: give it the test's
+    try:
+        import coverage
+    except ImportError:
+        return
+    cov = coverage.Coverage.current()
+    if cov is not None:
+        cov.switch_context(os.environ.get("MUTCOV_CONTEXT", ""))
+
+
+os.register_at_fork(after_in_child=_after_fork)
+_after_fork()  # a new process: coverage (patch = subprocess) hands it its parent's config, the context read when the
+# map started (""), not the test's; its environment has the test's name
+"""
+
+
 def build_map(work: Path, tests: list[str], jobs: int, deselect: list[str], log=print, imports=()) -> dict:
     """{'lines': {file: {line: [node ids]}}, 'durations': {node id: s}, 'seconds': build time} for `work`."""
     data = work / ".mutcov"
@@ -100,7 +130,10 @@ def build_map(work: Path, tests: list[str], jobs: int, deselect: list[str], log=
     data.mkdir()
     rc = data / "rc"
     rc.write_text(RC.format(work=work, data=data))
-    env = dict(os.environ, PYTHONPATH=f"{work}{os.pathsep}{Path(__file__).parent}", MPLBACKEND="Agg",
+    site = data / "site"  # every Python process of the run imports it: its forked children keep their test's name
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(work), str(Path(__file__).parent)]), MPLBACKEND="Agg",
                MUTCOV_DURATIONS=str(data), MUTCOV_CONTEXT="", MUTCOV_IMPORT=",".join(imports))
     env.pop("HYPOTHESIS_PROFILE", None)
     cmd = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -120,3 +120,26 @@ def test_the_coverage_map_names_each_line_by_the_tests_that_ran_it(tmp_path):
     assert cmap["failed"] == ["tests/test_calc.py::test_broken"]
     assert set(cmap["durations"]) == {"tests/test_calc.py::test_area", "tests/test_calc.py::test_broken",
                                       "tests/test_table.py::test_rows"}
+
+
+def test_what_a_test_runs_in_a_subprocess_is_named_by_that_test(tmp_path):
+    """Coverage hands a new process its parent's config (the context read when the map started, "") rather than
+    the test's: the CLI runs and Dask workers the tests start were recorded outside every test, which sent 3,221
+    physics mutants to the whole suite. The map's sitecustomize names a new process by the test in its
+    environment (and a forked child too: its coverage restarts without a context)."""
+    pytest.importorskip("coverage", minversion="7.10")
+    pkg = tmp_path / "perfmodel"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "calc.py").write_text("def in_child(x):\n    return x + 1\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_procs.py").write_text(
+        "import subprocess, sys\n\n"
+        "def test_subprocess():\n"
+        "    r = subprocess.run([sys.executable, '-c', 'from perfmodel.calc import in_child; print(in_child(1))'],\n"
+        "                       capture_output=True, text=True)\n"
+        "    assert r.stdout.strip() == '2', r.stderr\n")
+    cmap = ms.build_map(tmp_path, ["tests/test_procs.py"], 1, [], log=lambda _: None, imports=["perfmodel.calc"])
+    assert cmap["lines"]["perfmodel/calc.py"][2] == ["tests/test_procs.py::test_subprocess"]
+    assert cmap["failed"] == []
