@@ -523,3 +523,25 @@ def test_an_implementations_description_is_kept_with_its_spacing_folded():
     raw.pop("description")
     assert impl_from_dict(raw, "my.yaml").description == ""
 
+
+
+# ---------------------------------------------------------------- survivors of counting.py and units.py
+def test_a_chunk_of_one_key_from_scratch_reads_every_key_of_the_prompt():
+    from perfmodel.counting import chunk_read_len
+
+    assert chunk_read_len(4.0, 4.0, 1.0) == 4.0  # S - T = 0: no earlier chunk to skip
+    assert chunk_read_len(1.0, 9.0, 4.0) == 1.0  # one query at position 9 under chunks of 4: ((9 - 1) mod 4) + 1
+
+
+def test_when_every_token_routes_to_every_expert_all_of_them_are_touched_at_any_batch():
+    from perfmodel.counting import _touched
+
+    np.testing.assert_array_equal(_touched(8, 8, np.array([1.0, 5.0, 300.0])), [8.0, 8.0, 8.0])
+    assert _touched(8, 2, 1.0) == pytest.approx(2.0)  # one token: its own top-k
+
+
+def test_peta_and_an_hourly_price_parse_exactly():
+    from perfmodel.units import parse_quantity
+
+    assert parse_quantity("1 PB", "bytes") == 1e15 and parse_quantity("2 PFLOP/s", "flop/s") == 2e15
+    assert parse_quantity("2 /h", "USD/h") == 2.0 and parse_quantity("2.5 USD/hr", "USD/h") == 2.5
