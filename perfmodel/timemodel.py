@@ -393,8 +393,9 @@ class TimeModel:
         return out
 
 
-# table dtypes (perfmodel.kernels) of the GEMM and fused-MoE kernels, by the weights' format family
-_GEMM_DTYPE = {16: "bfloat16", 8: "fp8", 4: "nvfp4"}  # by the activations' bits (4: NVFP4 W4A4)
+# table dtypes (perfmodel.kernels): dense GEMMs by the activations' bits (4: NVFP4 W4A4), fused MoE kernels by
+# the weights' format family
+_GEMM_DTYPE = {16: "bfloat16", 8: "fp8", 4: "nvfp4"}
 _MOE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int4": "int4_wo", "fp4": "w4a16_mxfp4"}
 
 
