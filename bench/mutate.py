@@ -382,6 +382,7 @@ class Runner:
         self.cmap: dict | None = None  # select == "coverage": mutate_select.build_map's answer
         self.servers: dict = {}  # work copy -> mutate_select.Server
         self.sources: dict = {}  # file -> module-level lines, for the coverage selection
+        self.all_sources: dict = {}  # every perfmodel file, unmutated: where a module-level name is read
         self.map_path: Path | None = None  # --map: where the coverage map is kept between runs
         self.fast_only = False  # --fast-only: a mutant that passes the first stage is left survived
         self.works = [base / f"w{j}" for j in range(jobs)]
@@ -506,6 +507,14 @@ class Runner:
             return m
         dur = self.cmap["durations"]
         plan = [("covering", chosen, self.factor * sum(dur.get(t, 1.0) for t in chosen) + 30.0)] if chosen else []
+        if module_level:  # a constant or a table: first the tests that ran a line reading what it binds
+            if not self.all_sources:  # read in this job's copy, where only m.file differs (passed unmutated)
+                got = {str(p.relative_to(w)): p.read_bytes() for p in sorted((w / "perfmodel").rglob("*.py"))}
+                self.all_sources = {**got, m.file: src}
+            uses = [t for t in ms.select_uses(self.cmap, {**self.all_sources, m.file: src}, m.file, first, last,
+                                              set(self.deselect)) if t not in chosen]
+            if uses:
+                plan.append(("uses", uses, self.factor * sum(dur.get(t, 1.0) for t in uses) + 30.0))
         if outside or module_level or not chosen:  # what it computes at import may reach any test: the suite too
             plan += [("fast", fast, self.limit(",".join(fast))), ("full", rest, self.limit("full"))]
         try:

@@ -203,6 +203,67 @@ def select(cmap: dict, file: str, first: int, last: int, deselect: set) -> tuple
     return sorted(got, key=lambda t: (dur.get(t, 1e9), t)), outside, ran
 
 
+def bound_names(src: bytes, first: int, last: int) -> set:
+    """Names a module-level statement spanning lines first..last binds: assignment targets, a def's or a
+    class's name (a class body's line binds the class). Empty for lines inside a function body."""
+    names: set = set()
+    lines = set(range(first, last + 1)) & module_level_lines(src)
+    for st in ast.parse(src).body:
+        if not lines & set(range(st.lineno, st.end_lineno + 1)):
+            continue
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(st.name)
+        for t in (st.targets if isinstance(st, ast.Assign) else [getattr(st, "target", None)]):
+            for n in ast.walk(t) if t is not None else ():
+                if isinstance(n, ast.Name):
+                    names.add(n.id)
+    return names
+
+
+_TREES: dict = {}  # (file, hash of its text) -> its AST's nodes
+
+
+def use_lines(sources: dict, names: set) -> dict:
+    """{file: lines} where any of `names` is read, as a bare name or an attribute (`units.GiB`, `self.peak`),
+    over `sources` ({file: bytes})."""
+    out: dict = {}
+    for f, src in sources.items():
+        got = set()
+        key = (f, hash(src))
+        if key not in _TREES:
+            _TREES[key] = list(ast.walk(ast.parse(src)))
+        for n in _TREES[key]:
+            if (isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)) or \
+                    (isinstance(n, ast.Attribute) and n.attr in names):
+                got.add(n.lineno)
+        if got:
+            out[f] = got
+    return out
+
+
+def select_uses(cmap: dict, sources: dict, file: str, first: int, last: int, deselect: set,
+                max_files: int = 8) -> list[str]:
+    """For a mutant of a module-level statement (a constant, a table, a class body), which no test runs
+    by name: the tests that ran a line reading what the statement binds, fastest first, from at most
+    `max_files` test files (each file a child collects costs its import). A first stage only: what it
+    misses, the FAST files and then the whole suite still see."""
+    names = bound_names(sources[file], first, last)
+    got: set = set()
+    for f, lines in use_lines(sources, names).items():
+        for ln in lines:
+            if f == file and first <= ln <= last:  # the statement itself
+                continue
+            got.update(select(cmap, f, ln, ln, deselect)[0])
+    dur = cmap["durations"]
+    keep, files = [], set()
+    for t in sorted(got, key=lambda t: (dur.get(t, 1e9), t)):
+        tf = t.split("::")[0]
+        if tf in files or len(files) < max_files:
+            files.add(tf)
+            keep.append(t)
+    return keep
+
+
 # ---------------------------------------------------------------- the fork server
 PRELOAD = ["numpy", "pandas", "yaml", "typer", "click", "rich", "matplotlib", "matplotlib.pyplot", "scipy",
            "hypothesis", "hypothesis.extra.numpy", "pytest", "xdist", "concurrent.futures", "multiprocessing",

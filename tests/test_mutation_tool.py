@@ -61,6 +61,25 @@ def test_a_mutant_gets_the_tests_that_ran_its_lines_fastest_first_and_is_told_wh
     assert ms.select(cmap, "other.py", 1, 1, set()) == ([], False, False)
 
 
+def test_a_module_level_mutant_first_gets_the_tests_that_read_what_its_statement_binds():
+    # a constant no test runs by name is read inside functions, here and in other modules
+    units = b"GiB = 2**30\n\n\nclass Spec:\n    peak: float = 1.0\n\n\ndef gib(x):\n    return x / GiB\n"
+    user = b"from units import GiB\nimport units\n\n\ndef cap(m):\n    return m * units.GiB + GiB\n"
+    other = b"def f(spec):\n    return spec.peak\n"
+    assert ms.bound_names(units, 1, 1) == {"GiB"}
+    assert ms.bound_names(units, 5, 5) == {"Spec"}  # a class body's line binds the class
+    assert ms.bound_names(units, 9, 9) == set()  # a function body binds nothing at import
+    srcs = {"units.py": units, "user.py": user, "other.py": other}
+    assert ms.use_lines(srcs, {"GiB"}) == {"units.py": {9}, "user.py": {6}}  # the import line only stores it
+    assert ms.use_lines(srcs, {"peak"}) == {"other.py": {2}}  # read as an attribute
+    cmap = {"lines": {"units.py": {"9": ["ta::gib"]}, "user.py": {"6": ["tb::cap", "tc::slow"]},
+                      "other.py": {"2": ["tc::peak"]}},
+            "durations": {"ta::gib": 0.5, "tb::cap": 0.1, "tc::slow": 9.0, "tc::peak": 0.2}}
+    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, set()) == ["tb::cap", "ta::gib", "tc::slow"]
+    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, {"tb::cap"}, max_files=1) == ["ta::gib"]  # one file
+    assert ms.select_uses(cmap, srcs, "units.py", 9, 9, set()) == []
+
+
 def test_the_report_counts_equivalents_by_construction_apart_and_out_of_the_score():
     data = {"mutants": [
         {"id": "a", "file": "m.py", "line": 1, "outcome": "killed", "original": "1", "mutated": "2", "stage": "covering"},
