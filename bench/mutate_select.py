@@ -241,26 +241,44 @@ def use_lines(sources: dict, names: set) -> dict:
     return out
 
 
+def header_body(src: bytes, first: int, last: int) -> int | None:
+    """The first body line of the function whose header (decorators, defaults, annotations) holds lines
+    first..last, or None: every test that called the function ran that line."""
+    best = None
+    for n in ast.walk(ast.parse(src)):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            top = min([n.lineno] + [d.lineno for d in n.decorator_list])
+            if top <= first and last < n.body[0].lineno and (best is None or top >= best[0]):
+                best = (top, n.body[0].lineno)
+    return best[1] if best else None
+
+
 def select_uses(cmap: dict, sources: dict, file: str, first: int, last: int, deselect: set,
-                max_files: int = 8) -> list[str]:
-    """For a mutant of a module-level statement (a constant, a table, a class body), which no test runs
-    by name: the tests that ran a line reading what the statement binds, fastest first, from at most
-    `max_files` test files (each file a child collects costs its import). A first stage only: what it
-    misses, the FAST files and then the whole suite still see."""
-    names = bound_names(sources[file], first, last)
-    got: set = set()
-    for f, lines in use_lines(sources, names).items():
-        for ln in lines:
-            if f == file and first <= ln <= last:  # the statement itself
-                continue
-            got.update(select(cmap, f, ln, ln, deselect)[0])
+                max_files: int = 4, max_tests: int = 40) -> list[str]:
+    """For a mutant of a module-level statement, which no test runs by name. In a function's header (a
+    default, a decorator): the tests that called the function. Otherwise (a constant, a table, a class
+    body): the tests that ran a line reading what the statement binds, the fastest of each such line in
+    turn, then the next fastest..., from at most `max_files` test files (each file a child collects costs
+    its import) and `max_tests` tests. A first stage only: what it misses, the FAST files and then the
+    whole suite still see."""
     dur = cmap["durations"]
-    keep, files = [], set()
-    for t in sorted(got, key=lambda t: (dur.get(t, 1e9), t)):
-        tf = t.split("::")[0]
-        if tf in files or len(files) < max_files:
-            files.add(tf)
-            keep.append(t)
+    body = header_body(sources[file], first, last)
+    if body is not None:
+        per_line = [select(cmap, file, body, body, deselect)[0]]
+    else:
+        names = bound_names(sources[file], first, last)
+        per_line = [select(cmap, f, ln, ln, deselect)[0] for f, lines in sorted(use_lines(sources, names).items())
+                    for ln in sorted(lines) if not (f == file and first <= ln <= last)]  # not the statement itself
+    keep, files, seen = [], set(), set()
+    for k in range(max((len(p) for p in per_line), default=0)):
+        for p in per_line:
+            if k >= len(p) or p[k] in seen or len(keep) >= max_tests:
+                continue
+            tf = p[k].split("::")[0]
+            if tf in files or len(files) < max_files:
+                files.add(tf)
+                keep.append(p[k])
+                seen.add(p[k])
     return keep
 
 
