@@ -515,11 +515,16 @@ class Runner:
             if not self.all_sources:  # read in this job's copy, where only m.file differs (passed unmutated)
                 got = {str(p.relative_to(w)): p.read_bytes() for p in sorted((w / "perfmodel").rglob("*.py"))}
                 self.all_sources = {**got, m.file: src}
-            uses = [t for t in ms.select_uses(self.cmap, {**self.all_sources, m.file: src}, m.file, first, last,
-                                              set(self.deselect)) if t not in chosen]
-            if uses:
-                plan.append(("uses", uses, self.factor * sum(dur.get(t, 1.0) for t in uses) + 30.0))
-        if outside or module_level or not chosen:  # what it computes at import may reach any test: the suite too
+            uses, rest_uses = ms.select_uses(self.cmap, {**self.all_sources, m.file: src}, m.file, first, last,
+                                             set(self.deselect))
+            for name, ts in (("uses", uses), ("all uses", rest_uses)):
+                if ts:
+                    plan.append((name, ts, self.factor * sum(dur.get(t, 1.0) for t in ts) + 30.0))
+            if uses:  # every test that ran a line its value reaches has run: as far as a test can see, done
+                outside = False
+                chosen = chosen or uses
+        if outside or (module_level and not chosen) or not chosen:  # what it computes at import may reach any
+            # test, and no line reads it: the suite too
             plan += [("fast", fast, self.limit(",".join(fast))), ("full", rest, self.limit("full"))]
         try:
             if not _stages(m, plan, lambda tests, limit: server.run(common + tests, limit)):

@@ -253,22 +253,42 @@ def header_body(src: bytes, first: int, last: int) -> int | None:
     return best[1] if best else None
 
 
+def readers(sources: dict, file: str, first: int, last: int) -> list[tuple[str, int]]:
+    """(file, line) of every line that reads what the module-level statement at first..last binds, and, since
+    a module-level statement that reads it binds something computed from it (a table of constants), what
+    that one binds, and so on: the only places its value reaches, save by name lookup at run time
+    (getattr, dataclasses.fields)."""
+    names = bound_names(sources[file], first, last)
+    seen_names: set = set()
+    found: set = set()
+    while names - seen_names:
+        new = names - seen_names
+        seen_names |= new
+        for f, lines in use_lines(sources, new).items():
+            top = module_level_lines(sources[f])
+            for ln in lines:
+                if f == file and first <= ln <= last:  # the statement itself
+                    continue
+                found.add((f, ln))
+                if ln in top:
+                    names |= bound_names(sources[f], ln, ln)
+    return sorted(found)
+
+
 def select_uses(cmap: dict, sources: dict, file: str, first: int, last: int, deselect: set,
-                max_files: int = 4, max_tests: int = 40) -> list[str]:
-    """For a mutant of a module-level statement, which no test runs by name. In a function's header (a
-    default, a decorator): the tests that called the function. Otherwise (a constant, a table, a class
-    body): the tests that ran a line reading what the statement binds, the fastest of each such line in
-    turn, then the next fastest..., from at most `max_files` test files (each file a child collects costs
-    its import) and `max_tests` tests. A first stage only: what it misses, the FAST files and then the
-    whole suite still see."""
+                max_files: int = 4, max_tests: int = 40) -> tuple[list[str], list[str]]:
+    """For a mutant of a module-level statement, which no test runs by name: (first, rest). In a function's
+    header (a default, a decorator): the tests that called the function, i.e. ran its first body line.
+    Otherwise (a constant, a table, a class body): the tests that ran a line of `readers`. `first` takes
+    the fastest test of each such line in turn, then the next fastest..., from at most `max_files` test
+    files (each file a child collects costs its import) and `max_tests` tests: it kills most mutants in
+    seconds; `rest` is every other such test, fastest first."""
     dur = cmap["durations"]
     body = header_body(sources[file], first, last)
     if body is not None:
         per_line = [select(cmap, file, body, body, deselect)[0]]
     else:
-        names = bound_names(sources[file], first, last)
-        per_line = [select(cmap, f, ln, ln, deselect)[0] for f, lines in sorted(use_lines(sources, names).items())
-                    for ln in sorted(lines) if not (f == file and first <= ln <= last)]  # not the statement itself
+        per_line = [select(cmap, f, ln, ln, deselect)[0] for f, ln in readers(sources, file, first, last)]
     keep, files, seen = [], set(), set()
     for k in range(max((len(p) for p in per_line), default=0)):
         for p in per_line:
@@ -279,7 +299,8 @@ def select_uses(cmap: dict, sources: dict, file: str, first: int, last: int, des
                 files.add(tf)
                 keep.append(p[k])
                 seen.add(p[k])
-    return keep
+    rest = sorted({t for p in per_line for t in p} - seen, key=lambda t: (dur.get(t, 1e9), t))
+    return keep, rest
 
 
 # ---------------------------------------------------------------- the fork server

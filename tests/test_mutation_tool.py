@@ -76,15 +76,18 @@ def test_a_module_level_mutant_first_gets_the_tests_that_read_what_its_statement
                       "other.py": {"2": ["tc::peak"]}},
             "durations": {"ta::gib": 0.5, "tb::cap": 0.1, "tc::slow": 9.0, "tc::peak": 0.2}}
     # the fastest test of each reading line in turn (units.py:9, then user.py:6), then the next of each
-    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, set()) == ["ta::gib", "tb::cap", "tc::slow"]
-    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, set(), max_files=1) == ["ta::gib"]  # one test file
-    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, set(), max_tests=2) == ["ta::gib", "tb::cap"]
-    assert ms.select_uses(cmap, srcs, "units.py", 9, 9, set()) == []
+    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, set()) == (["ta::gib", "tb::cap", "tc::slow"], [])
+    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, set(), max_files=1) == (["ta::gib"], ["tb::cap", "tc::slow"])
+    assert ms.select_uses(cmap, srcs, "units.py", 1, 1, set(), max_tests=2) == (["ta::gib", "tb::cap"], ["tc::slow"])
+    assert ms.select_uses(cmap, srcs, "units.py", 9, 9, set()) == ([], [])
+    # a table built at import from the constant carries it on: whoever reads the table reads it too
+    srcs["table.py"] = b"from units import GiB\nSIZES = {'h100': 80 * GiB}\n\n\ndef size(n):\n    return SIZES[n]\n"
+    assert ("table.py", 2) in ms.readers(srcs, "units.py", 1, 1) and ("table.py", 6) in ms.readers(srcs, "units.py", 1, 1)
     # a default in a function's header: the tests that called the function, i.e. ran its first body line
     hdr = b"@cache\ndef area(a,\n         b=2.0):\n    return a * b\n"
     assert ms.header_body(hdr, 3, 3) == 4 and ms.header_body(hdr, 1, 1) == 4 and ms.header_body(hdr, 4, 4) is None
     cmap2 = {"lines": {"h.py": {"4": ["t::slow", "t::fast"]}}, "durations": {"t::slow": 2.0, "t::fast": 0.1}}
-    assert ms.select_uses(cmap2, {"h.py": hdr}, "h.py", 3, 3, set()) == ["t::fast", "t::slow"]
+    assert ms.select_uses(cmap2, {"h.py": hdr}, "h.py", 3, 3, set()) == (["t::fast", "t::slow"], [])
 
 
 def test_the_report_counts_equivalents_by_construction_apart_and_out_of_the_score():
