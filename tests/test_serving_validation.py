@@ -218,3 +218,29 @@ def test_an_output_into_a_missing_folder_is_refused_before_any_simulation(capsys
     monkeypatch.setattr(silicon, "predict", boom)
     assert main(["validate", "--serving", "-m", "llama-3.1-8b", opt, str(tmp_path / "no" / "x.png")]) == 2
     assert f"{opt}: cannot write" in capsys.readouterr().err
+
+
+def test_the_profiling_phase_mean_counts_its_burst_its_middle_rounds_and_its_last_round():
+    """AIPerf measures 20 N requests that start on an empty server: the simulated loop's first warm-up x N
+    requests stand for the phase's first rounds, its last N for the last round, and the measured window for
+    the 20 - warm-up - 1 rounds between: (sum(head) + 17 N mean(window) + sum(tail)) / 20 N at warm-up 2."""
+    n, w, r = 3, 2, 2
+    head, mid, tail = [9.0] * (w * n), [1.0, 2.0, 3.0] * r, [4.0] * n
+    x = np.array(head + mid + tail)
+    assert silicon.profile_mean(x, n, w, r) == pytest.approx((9 * 6 + 17 * 3 * 2.0 + 4 * 3) / 60)
+    assert silicon.profile_mean(np.full(x.size, 5.0), n, w, r) == pytest.approx(5.0)  # a steady loop: its value
+    assert silicon.profile_mean(np.array(mid + tail), n, 0, r) == pytest.approx(2.0)  # no warm-up: the window
+    assert silicon.profile_mean(x, n, w, r, profile=w + 1) == pytest.approx((9 * 6 + 4 * 3) / 9)  # no middle
+
+
+def test_a_burst_of_prompts_on_an_empty_server_raises_the_mean_ttft_and_one_client_has_no_burst(sample):
+    """N prompts sent at once queue behind each other's prefill: the profiling phase's mean TTFT is above the
+    steady window's, by about the burst's share (1/20 of the requests); one client never queues."""
+    p = [q for q in silicon.plan(_small(sample, "agg", 1)) if q["status"] == "ok"][0]
+    pred = silicon.Predictor("roofline")
+    inst = pred.instance(p, p["layout"], p["budget"])
+    many = pred.closed(inst, 64, 2048, 64)
+    assert many["ttft_profile"] > many["ttft"]
+    one = pred.closed(inst, 1, 2048, 64)
+    assert one["ttft_profile"] == pytest.approx(one["ttft"], rel=1e-6)
+    assert one["tpot_profile"] == pytest.approx(one["tpot"], rel=1e-6)

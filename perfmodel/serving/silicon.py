@@ -9,15 +9,17 @@ TTFT and TPOT in ms. docs/validation.md ("Serving") gives the method and today's
 
 A point is predicted by the serving simulator on the op list's step cost, with the workload as measured:
 - agg: one worker, closed loop of N clients (fastsim.run(concurrency=N)), chunked prefill with the engine's
-  default token budget (ENGINES), the KV cache as large as memory allows; 2 N warm-up requests, then
-  `rounds` x N measured (AIPerf measures 20 N: `rounds` trades run time against the ramp and drain error,
-  reported by the mean in-flight column). TTFT = first token - send (queueing included, as AIPerf measures
-  it), TPOT = (last - first token) / (OSL - 1); both the mean over the measured requests.
+  default token budget (ENGINES), the KV cache as large as memory allows. AIPerf's profiling phase (20 N
+  requests) starts on an empty server once every warm-up response is back: the loop is simulated from empty,
+  its first 2 N requests stand for the phase's first two rounds (the burst of N prompts sent at once), the
+  `rounds` x N after them for its middle rounds, and the last N for its last round (profile_mean). TTFT =
+  first token - send (queueing included, as AIPerf measures it), TPOT = (last - first token) / (OSL - 1);
+  both means over the phase so weighted.
 - disagg: W_p prefill workers and W_d decode workers. The N clients split between the two stages; each
   stage is a closed loop of its share (a prefill worker's requests end at their first token, plus the KV
   transfer; a decode worker's arrive prefilled), and the split is where both stages serve the same request
   rate (Little's law per stage: N_p = X T_p, N_d = X T_d), found by bisection on the prefill stage's clients.
-  TTFT = T_p (queueing, prefill, transfer), TPOT = T_d / (OSL - 1).
+  TTFT = T_p (queueing, prefill, transfer), TPOT = T_d / (OSL - 1), each over the phase as agg's.
 
 Layouts map as AIConfigurator's: a worker has tp x attention_dp devices; perfmodel's Layout(tp, ep=attention_dp)
 runs attention data-parallel over attention_dp groups of tp devices with the experts spread over all of them
@@ -232,6 +234,26 @@ def plan(df) -> list[dict]:
 
 
 # ---------------------------------------------------------------- one point
+# AIPerf measures 20 N requests (AIConfigurator's bench_run.sh.j2: --num-requests 20 N) and starts them only once
+# every warm-up response is back ("By default, AIPerf waits indefinitely for all warmup responses before starting
+# profiling": AIPerf docs, tutorials/warmup.md): the profiling phase opens on an empty server with N prompts
+# sent at once, and its last requests run while the clients stop sending
+PROFILE_ROUNDS = 20
+
+
+def profile_mean(x, n: int, warmup: int, rounds: int, profile: int = PROFILE_ROUNDS) -> float:
+    """The mean of x over AIPerf's profiling phase of `profile` x n requests, from one simulated closed loop of n
+    clients that starts empty: its first `warmup` x n requests are the phase's first rounds (the burst of n
+    prompts and the round it staggers), its last n the phase's last round (sent while no request follows), and
+    the `rounds` x n between them stand for every round in the middle."""
+    x = np.asarray(x, dtype=np.float64)
+    head, mid, tail = x[:warmup * n], x[warmup * n:(warmup + rounds) * n], x[(warmup + rounds) * n:]
+    middle = profile - warmup - 1
+    if warmup < 1 or tail.size != n or middle < 0:  # no burst to count or no drain: the steady window alone
+        return float(np.mean(mid))
+    return float((np.sum(head) + middle * n * np.mean(mid) + np.sum(tail)) / (profile * n))
+
+
 # instances a Predictor keeps (the points are batched by model, device, precision and layout, so a group's
 # instances are reused together; all of them kept grew a validation worker by ~0.4 GB a minute, to the OOM killer)
 MAX_INSTANCES = 8  # mutation: equivalent - a memory bound, a dropped instance is rebuilt the same
@@ -305,8 +327,8 @@ class Predictor:
         r = self.results.get(key)
         if r is not None:
             return r
-        # warm-up, `rounds` measured requests per client, then one more per client that keeps every client busy
-        # while the measured ones finish (AIPerf's 20 rounds make its drain 1/20 of the run; ours is left out)
+        # from empty: `warmup` rounds (the burst), `rounds` steady ones (the window: rate, in flight), one last
+        # round that keeps every client busy while the window's requests finish and then drains (profile_mean)
         warm, total = warmup * n, (warmup + rounds + 1) * n
         P, O = np.full(total, isl, dtype=np.int64), np.full(total, osl, dtype=np.int64)
         if not fastsim.fits_alone(inst.sizes, inst.block, P[:1], O[:1]):
@@ -320,9 +342,11 @@ class Predictor:
         span = t_b - t_a
         # requests in flight over the window, all of them counted (Little's law: = n, the clients, in a closed loop)
         held = np.clip(np.minimum(s["done"], t_b) - np.maximum(s["arrival"], t_a), 0.0, None)
+        x = {"ttft": s["first"] - s["arrival"], "stage": s["done"] - s["arrival"],
+             "tpot": (s["last"] - (s["arrival"] if prefilled else s["first"])) / max(osl - 1, 1)}
         r = self.results[key] = {
-            "ttft": float(np.mean(first - sent)), "stage": float(np.mean(done - sent)),
-            "tpot": float(np.mean((last - (sent if prefilled else first)) / max(osl - 1, 1))),
+            **{k: float(np.mean(v[w])) for k, v in x.items()},  # the steady window
+            **{f"{k}_profile": profile_mean(v, n, warmup, rounds) for k, v in x.items()},  # AIPerf's 20 N
             "rate": float(np.sum(held)) / span / float(np.mean(done - sent)),  # Little: L / mean time in the system
             "in_flight": float(np.sum(held)) / span,
             "preempted": int(s["preempted"]), "peak_running": int(s["peak_running"])}
@@ -332,7 +356,8 @@ class Predictor:
         inst = self.instance(p, p["layout"], p["budget"])
         r = self.closed(inst, p["concurrency"], p["isl"], p["osl"],
                         slots=self.no_evict(inst, p["isl"], p["osl"], p["engine"]))
-        return {"ttft_s": r["ttft"], "tpot_s": r["tpot"], "in_flight": r["in_flight"], "request_rate": r["rate"],
+        return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
+                "request_rate": r["rate"],
                 "preempted": r["preempted"]}
 
     def disagg(self, p: dict) -> dict:
@@ -363,8 +388,8 @@ class Predictor:
             f_p, f_d = x_p / est_p, x_d / est_d
         a = self.closed(pre, c_p, isl, 1, prefill="separate")  # the answer: the configured warm-up and rounds
         b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots) if osl > 1 else None
-        t_p = a["stage"] + move
-        return {"ttft_s": t_p, "tpot_s": b["tpot"] if b else math.nan, "in_flight": math.nan,
+        t_p = a["stage_profile"] + move
+        return {"ttft_s": t_p, "tpot_s": b["tpot_profile"] if b else math.nan, "in_flight": math.nan,
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
                 "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
                 "decode_clients": c_d * Wd}
