@@ -55,3 +55,9 @@ def test_a_collective_moves_bytes_over_a_link_and_nothing_through_hbm_and_other_
             assert _zero(o.comm_bytes) and o.comm_steps == 0 and _zero(o.msg), where
             assert (o.link, o.coll, o.peers) == ("", "", 1), where
             assert o.gemm is None or o.kind == "matmul", where
+
+
+def test_an_op_prints_as_its_label_and_its_count():
+    ops = build_ops(MODELS["gemma-3-27b"], 1, 1, 16, "decode")  # local and global layers: grouped ops
+    assert repr(next(o for o in ops if o.name == "lm_head")) == "Op(lm_head x1)"
+    assert repr(next(o for o in ops if o.name == "qkv_proj")) == "Op(qkv_proj[local x52] x52)"
