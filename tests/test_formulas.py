@@ -687,3 +687,24 @@ def test_attention_kv_passes_reread_the_cache_when_query_rows_share_a_kv_head():
     mha = one(ops_of(toy_model(n_kv_heads=4)), "attn_qk")  # one query row per KV head in decode
     assert engine.op_times([mha], HW.replace(attention_kv_passes=2.0), Precision()) == \
         engine.op_times([mha], HW, Precision())
+
+
+def test_a_cla_layer_that_reads_a_shared_kv_norms_only_its_queries():
+    """derivations "CLA" with Qwen3's q/k RMSNorm: a layer owning its K, V has a q_norm and a k_norm (H weights
+    each) over (N + K) heads; a layer reading the shared cache computes no k, so only q_norm, over N heads."""
+    cla = toy_model(n_layers=4, kv_share=2, qk_norm="rmsnorm")
+    norms = sorted((o.params, f(o.flops)) for o in ops_of(cla, B=1) if o.name == "qk_norm")
+    N, K, H = cla.n_heads, cla.n_kv_heads, cla.head_dim
+    assert norms == [(H, 4 * N * H), (2 * H, 4 * (N + K) * H)]
+
+
+def test_the_query_rows_that_share_one_streamed_k_v_head():
+    """What a kernel can reuse per K/V head read (Op.rows: packing and tiling): T x N/K query rows under GQA;
+    MLA's decode, attending the latent cache once for all N heads, T x N; MLA's prefill, with K and V
+    decompressed per head, T."""
+    for T, phase in ((1, "decode"), (5, "prefill")):
+        qk = one(ops_of(toy, B=2, T=T, S=10, phase=phase), "attn_qk")
+        assert f(qk.rows) == T * toy.n_heads / toy.n_kv_heads
+    mla = pm.load_model("deepseek-v2-lite")
+    assert f(one(build_ops(mla, 2, 1, 64, "decode"), "attn_qk").rows) == 1 * mla.n_heads
+    assert f(one(build_ops(mla, 2, 8, 64, "prefill"), "attn_av").rows) == 8
