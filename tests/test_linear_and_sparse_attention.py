@@ -105,3 +105,16 @@ def test_an_mla_model_with_an_output_bias_counts_it_in_o_proj():
     biased = model_from_dict(apply_overrides(raw, {"o_bias": True}, where), where)
     o = lambda m: [x for x in build_ops(m, 1, 1, 16, "decode") if x.name == "o_proj"][0]  # noqa: E731
     assert o(biased).params == o(plain).params + plain.D
+
+
+def test_a_router_bias_adds_one_parameter_per_expert_stored_and_read_in_16_bits():
+    """DeepSeek-V3's e_score_correction_bias (gpt-oss's router bias): E more parameters in the router, E x 2 bytes
+    more stored and read per step."""
+    raw, where = load_raw("deepseek-v3", "models")
+    biased = model_from_dict(raw, where)
+    plain = model_from_dict(apply_overrides(raw, {"moe.router_bias": False}, where), where)
+    E = biased.moe.n_experts
+    r = lambda m: [x for x in build_ops(m, 1, 1, 16, "decode") if x.name == "router"][0]  # noqa: E731
+    rb, rp = r(biased), r(plain)
+    assert rb.params == rp.params + E
+    assert f(rb.w_stored) == f(rp.w_stored) + E * HB and f(rb.w_read) == f(rp.w_read) + E * HB
