@@ -118,3 +118,18 @@ def test_a_router_bias_adds_one_parameter_per_expert_stored_and_read_in_16_bits(
     rb, rp = r(biased), r(plain)
     assert rb.params == rp.params + E
     assert f(rb.w_stored) == f(rp.w_stored) + E * HB and f(rb.w_read) == f(rp.w_read) + E * HB
+
+
+@pytest.mark.parametrize("ep", [2, 4, 8])
+def test_each_expert_parallel_all_to_all_sends_the_other_devices_share_of_every_token_expert_pair(ep):
+    """Dispatch and combine: each of the M tokens of a device goes to k experts, D values each; (ep - 1)/ep of
+    those pairs live on other devices, in ep - 1 steps (derivations "Expert parallelism")."""
+    m = pm.load_model("mixtral-8x7b")
+    k, D = m.moe.n_active, m.D
+    ops = build_ops(m, 8, 1, 64, "decode", layout=Layout(ep=ep))
+    for name in ("alltoall_dispatch", "alltoall_combine"):
+        a2a = next(o for o in ops if o.name == name)
+        M = 8 / ep  # attention data-parallel over the ep groups: this device's share of the batch
+        assert f(a2a.msg) == M * k * D * 2
+        assert f(a2a.comm_bytes) == pytest.approx(M * k * D * 2 * (ep - 1) / ep, rel=1e-12)
+        assert (a2a.comm_steps, a2a.peers, a2a.link) == (ep - 1, ep, "ep")
