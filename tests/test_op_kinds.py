@@ -61,3 +61,15 @@ def test_an_op_prints_as_its_label_and_its_count():
     ops = build_ops(MODELS["gemma-3-27b"], 1, 1, 16, "decode")  # local and global layers: grouped ops
     assert repr(next(o for o in ops if o.name == "lm_head")) == "Op(lm_head x1)"
     assert repr(next(o for o in ops if o.name == "qkv_proj")) == "Op(qkv_proj[local x52] x52)"
+
+
+def test_layer_groups_are_named_only_by_what_tells_them_apart():
+    """A group's label names the attention kind only when the model mixes kinds, dense or MoE only when it mixes
+    those, and the KV owner only under CLA; a model with one kind of layer has one unnamed group."""
+    from perfmodel.ops import layer_groups
+
+    labels = lambda name: [g[0] for g in layer_groups(MODELS[name])]  # noqa: E731
+    assert labels("deepseek-v3") == ["dense x3", "moe x58"]  # one attention kind: not named
+    assert sorted(labels("gemma-3-27b")) == ["global x10", "local x52"]
+    assert labels("llama-3.1-8b") == [""]
+    assert sorted(labels("llama-2-13b-cla2")) == ["kv x20", "kv-shared x20"]
