@@ -38,16 +38,20 @@ def test_a_gated_deltanet_layer_is_its_in_proj_conv_delta_rule_and_gated_norm(qw
     ops = ops_by_name(qwen35, layout=Layout(tp=tp))
     inp, conv, core, norm = ops["gdn_in_proj"], ops["gdn_conv"], ops["gdn_core"], ops["gdn_norm_gate"]
     assert inp.params == D * (c + hv * dv + 2 * hv) and f(inp.flops) == 2 * M * D * (c + hv * dv + 2 * hv)
-    assert conv.params == c * w and f(conv.flops) == 2 * M * c * w and f(conv.w_read) == c * w * HB
+    assert conv.params == c * w and f(conv.flops) == 2 * M * c * w and f(conv.w_read) == f(conv.w_stored) == c * w * HB
     assert f(conv.act_read) == f(conv.act_write) == M * c * A
     assert f(conv.kv_read) == f(conv.kv_write) == B * c * (w - 1) * A  # the conv state, read and rewritten once
     assert f(conv.kv_stored) == c * (w - 1) * A  # per sequence, whatever S is
-    assert core.params == 2 * hv and f(core.w_read) == 2 * hv * HB  # A_log, dt_bias
+    assert core.params == 2 * hv and f(core.w_read) == f(core.w_stored) == 2 * hv * HB  # A_log, dt_bias
     assert f(core.flops) == 7 * M * s + 3 * M * 2 * hk * dk  # the delta rule, then the L2 norms of q and k
     assert f(core.act_read) == M * (c + 2 * hv) * A and f(core.act_write) == M * hv * dv * A
     assert f(core.kv_read) == f(core.kv_write) == B * s * sb and f(core.kv_stored) == s * sb
     assert f(core.rows) == T  # the tokens of one sequence share its state
     assert norm.params == dv and f(norm.flops) == 9 * M * hv * dv
+    assert f(norm.act_read) == 2 * M * hv * dv * A and f(norm.act_write) == M * hv * dv * A  # the output and z in
+    if tp > 1:  # out_proj's partial sums: one all-reduce of M x D per R layer
+        ar = [op for op in build_ops(qwen35, B, T, S, "prefill", layout=Layout(tp=tp)) if op.name == "allreduce_attn"]
+        assert ar and all(f(op.msg) == M * D * A for op in ar)
     o = [op for op in build_ops(qwen35, B, T, S, "prefill", layout=Layout(tp=tp)) if op.name == "o_proj"]
     assert any(p.params == hv * dv * D for p in o)  # the R layers' out_proj (the attention layers' is N H x D)
 
@@ -77,6 +81,7 @@ def test_the_lightning_indexer_scores_every_visible_key_and_keeps_the_top_k(glm5
     assert q.params == rq * nI * dI and f(q.flops) == 2 * M * rq * nI * dI
     assert kk.params == D * dI and f(kk.flops) == 2 * M * D * dI and f(kk.kv_stored) == dI * KB * S  # all S kept
     assert kn.params == 2 * dI and f(kn.flops) == 7 * M * dI and f(kn.act_read) == f(kn.act_write) == M * dI * A
+    assert f(kn.w_read) == f(kn.w_stored) == 2 * dI * HB  # LayerNorm's weight and bias
     assert wts.params == D * nI and f(wts.flops) == 2 * M * D * nI
     assert f(rope.flops) == 3 * M * (nI + 1) * dr
     assert f(sc.flops) == B * P * nI * (2 * dI + 3)
@@ -133,3 +138,9 @@ def test_each_expert_parallel_all_to_all_sends_the_other_devices_share_of_every_
         assert f(a2a.msg) == M * k * D * 2
         assert f(a2a.comm_bytes) == pytest.approx(M * k * D * 2 * (ep - 1) / ep, rel=1e-12)
         assert (a2a.comm_steps, a2a.peers, a2a.link) == (ep - 1, ep, "ep")
+
+
+def test_qwen35s_attention_output_gate_reads_the_output_and_the_gate_and_writes_their_product(qwen35):
+    N, H = qwen35.n_heads, qwen35.head_dim
+    gate = ops_by_name(qwen35)["attn_gate"]
+    assert f(gate.flops) == 5 * M * N * H and f(gate.act_read) == 2 * M * N * H * A and f(gate.act_write) == M * N * H * A
