@@ -523,8 +523,7 @@ class Runner:
             if uses:  # every test that ran a line its value reaches has run: as far as a test can see, done
                 outside = False
                 chosen = chosen or uses
-        if outside or (module_level and not chosen) or not chosen:  # what it computes at import may reach any
-            # test, and no line reads it: the suite too
+        if outside or not chosen:  # what it computes at import may reach any test, and no line reads it: the suite
             plan += [("fast", fast, self.limit(",".join(fast))), ("full", rest, self.limit("full"))]
         try:
             if not _stages(m, plan, lambda tests, limit: server.run(common + tests, limit)):
