@@ -394,6 +394,15 @@ class Runner:
         self.fast_mode = fast
         self.deselect: list[str] = []
         self.base_time: dict = {}
+        self.killers: dict = {}  # (file, line) -> tests that killed a mutant there, latest first: tried first
+
+    def learn(self, rec: dict) -> None:
+        """Remember a killed mutant's killer for its neighbours (mutate_select.killers_first)."""
+        if rec.get("outcome") == "killed" and "::" in rec.get("killer", ""):
+            with self.lock:
+                ts = self.killers.setdefault((rec["file"], rec["line"]), [])
+                if rec["killer"] not in ts:
+                    ts.insert(0, rec["killer"])
 
     def stages(self, file: str) -> tuple[list[str], list[str]]:
         if self.fast_mode == "none":
@@ -509,6 +518,7 @@ class Runner:
         # a module-level line's covering tests are those that imported the module, mostly in a fresh process
         # (test_layers imports each module alone: 77 s for a default of Op.__init__); any of them fails only
         # if the import does, and so would the first file of the FAST stage: they are left out
+        chosen = ms.killers_first(chosen, self.killers, m.file, first, last)
         plan = [("covering", chosen, self.factor * sum(dur.get(t, 1.0) for t in chosen) + 30.0)] \
             if chosen and not module_level else []
         if module_level:  # a constant or a table: first the tests that ran a line reading what it binds
@@ -530,6 +540,7 @@ class Runner:
                 m.stage = plan[0][0] if plan else ""
         finally:
             m.seconds = round(time.monotonic() - t0, 2)
+        self.learn(asdict(m))
         return m
 
     def close(self):
@@ -695,6 +706,8 @@ def main(argv=None) -> int:
         if a.tests:
             runner.tests = [t for t in runner.tests if t in a.tests]
         runner.map_path = a.map
+        for rec in data["mutants"]:  # a resumed run starts knowing which tests killed what
+            runner.learn(rec)
         t0 = time.monotonic()
         meta = runner.baseline(sorted({m.file for m in todo}) if not a.planted else [])
         print(f"baseline: {meta}", flush=True)

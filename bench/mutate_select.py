@@ -203,6 +203,21 @@ def select(cmap: dict, file: str, first: int, last: int, deselect: set) -> tuple
     return sorted(got, key=lambda t: (dur.get(t, 1e9), t)), outside, ran
 
 
+def killers_first(chosen: list[str], killers: dict, file: str, first: int, last: int, near: int = 5,
+                  cap: int = 5) -> list[str]:
+    """`chosen` with the tests that already killed a mutant of file's lines first-near .. last+near moved to the
+    front (same line first, then the nearest; at most `cap`). Mutants of one line mostly die by one test, and
+    the fastest-first order may reach it only after minutes (ops.py: 30 of 728 kills took 4,238 s). Only the
+    order changes: a survivor still runs every covering test. killers: (file, line) -> killer node ids."""
+    inside, got = set(chosen), []
+    for d in sorted(range(-near, last - first + near + 1), key=lambda k: (k < 0 or k > last - first, abs(k))):
+        for t in killers.get((file, first + d), ()):
+            if t in inside and t not in got:
+                got.append(t)
+    got = got[:cap]
+    return got + [t for t in chosen if t not in got]
+
+
 def bound_names(src: bytes, first: int, last: int) -> set:
     """Names a module-level statement spanning lines first..last binds: assignment targets, a def's or a
     class's name (a class body's line binds the class). Empty for lines inside a function body."""

@@ -172,3 +172,28 @@ def test_what_a_test_runs_in_a_subprocess_is_named_by_that_test(tmp_path):
     cmap = ms.build_map(tmp_path, ["tests/test_procs.py"], 1, [], log=lambda _: None, imports=["perfmodel.calc"])
     assert cmap["lines"]["perfmodel/calc.py"][2] == ["tests/test_procs.py::test_subprocess"]
     assert cmap["failed"] == []
+
+
+def test_a_test_that_killed_a_mutant_of_a_line_is_tried_first_for_the_next_mutants_there_and_only_the_order_moves():
+    chosen = ["t.py::fast", "t.py::mid", "t.py::slow", "t.py::slowest"]
+    killers = {("m.py", 10): ["t.py::slowest"], ("m.py", 12): ["t.py::slow"], ("m.py", 30): ["t.py::mid"],
+               ("m.py", 11): ["u.py::not_covering"]}
+    # the same line's killer first, then the nearest line's; a test that does not cover the line is never added;
+    # a killer 20 lines away is not a neighbour
+    assert ms.killers_first(chosen, killers, "m.py", 10, 10) == ["t.py::slowest", "t.py::slow", "t.py::fast",
+                                                                 "t.py::mid"]
+    assert ms.killers_first(chosen, killers, "m.py", 12, 12)[:2] == ["t.py::slow", "t.py::slowest"]
+    assert ms.killers_first(chosen, killers, "other.py", 10, 10) == chosen
+    for first in range(0, 40):  # whatever is known, a survivor still runs every covering test, once each
+        got = ms.killers_first(chosen, killers, "m.py", first, first + 1)
+        assert sorted(got) == sorted(chosen)
+
+
+def test_a_runner_learns_each_kill_and_a_resumed_run_learns_the_recorded_ones(tmp_path):
+    r = mutate.Runner.__new__(mutate.Runner)
+    r.lock, r.killers = __import__("threading").Lock(), {}
+    r.learn({"file": "m.py", "line": 3, "outcome": "killed", "killer": "t.py::a"})
+    r.learn({"file": "m.py", "line": 3, "outcome": "killed", "killer": "t.py::b"})
+    r.learn({"file": "m.py", "line": 3, "outcome": "survived", "killer": ""})
+    r.learn({"file": "m.py", "line": 4, "outcome": "killed", "killer": "pytest exit 2"})  # no test to name
+    assert r.killers == {("m.py", 3): ["t.py::b", "t.py::a"]}
