@@ -34,6 +34,32 @@ from pathlib import Path
 
 # ---------------------------------------------------------------- the pytest plugin (-p mutate_select)
 _DURATIONS: dict = {}
+_MEMOS: dict = {}  # (module, name) -> (the dict, a copy of it as first seen): perfmodel's module-level dicts
+KEEP = {("perfmodel.kernels", "_CACHE"), ("perfmodel.kernels", "_LOG_AXES")}  # measured tables as read: data, no scope
+
+
+def snapshot_memos(prefix: str = "perfmodel") -> None:
+    """Note every module-level dict named _X of the loaded `prefix` modules, as it is now (after import)."""
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == prefix or name.startswith(prefix + ".")):
+            continue
+        for attr, v in list(vars(mod).items()):
+            if attr.startswith("_") and type(v) is dict and (name, attr) not in _MEMOS and (name, attr) not in KEEP:
+                _MEMOS[(name, attr)] = (v, dict(v))
+
+
+def reset_memos(prefix: str = "perfmodel") -> int:
+    """Put every noted dict back as it was first seen, so that a memo filled by an earlier test is filled again by
+    this one and its lines are this test's too (ops._GROUPS: the group labels' lines ran once per worker, under
+    whichever test came first, and the label test was never selected for their mutants). Returns how many moved."""
+    snapshot_memos(prefix)  # modules first imported by the last test
+    moved = 0
+    for d, first in _MEMOS.values():
+        if len(d) != len(first) or d.keys() != first.keys():
+            d.clear()
+            d.update(first)
+            moved += 1
+    return moved
 
 
 def _cov():
@@ -50,6 +76,8 @@ try:
     @_pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
         cov = _cov()
+        if cov is not None:
+            reset_memos()
         os.environ["MUTCOV_CONTEXT"] = item.nodeid  # a subprocess started by the test takes it as its context
         if cov is not None:
             cov.switch_context(item.nodeid)
@@ -75,6 +103,7 @@ try:
             os.register_at_fork(after_in_child=_after_fork)
         for name in filter(None, os.environ.get("MUTCOV_IMPORT", "").split(",")):
             __import__(name)
+        snapshot_memos()
 
     @_pytest.hookimpl(hookwrapper=True)
     def pytest_make_collect_report(collector):

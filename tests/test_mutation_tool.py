@@ -197,3 +197,23 @@ def test_a_runner_learns_each_kill_and_a_resumed_run_learns_the_recorded_ones(tm
     r.learn({"file": "m.py", "line": 3, "outcome": "survived", "killer": ""})
     r.learn({"file": "m.py", "line": 4, "outcome": "killed", "killer": "pytest exit 2"})  # no test to name
     assert r.killers == {("m.py", 3): ["t.py::b", "t.py::a"]}
+
+
+def test_the_map_puts_each_module_level_memo_back_as_imported_before_every_test_so_its_lines_are_each_tests():
+    import types
+
+    mod = types.ModuleType("memofake.ops")
+    mod._GROUPS, mod._NAMES, mod.PUBLIC = {}, {"G": "global"}, {}
+    sys.modules["memofake"], sys.modules["memofake.ops"] = types.ModuleType("memofake"), mod
+    try:
+        ms.snapshot_memos("memofake")
+        mod._GROUPS["deepseek-v3"] = ["dense x3", "moe x58"]  # an earlier test filled the memo
+        mod.PUBLIC["x"] = 1  # not an _X name: not a memo of the code's, left alone
+        assert ms.reset_memos("memofake") == 1
+        assert mod._GROUPS == {} and mod._NAMES == {"G": "global"} and mod.PUBLIC == {"x": 1}
+        assert ms.reset_memos("memofake") == 0  # nothing moved since
+    finally:
+        for k in ("memofake", "memofake.ops"):
+            sys.modules.pop(k)
+        for k in [k for k in ms._MEMOS if k[0].startswith("memofake")]:
+            ms._MEMOS.pop(k)
