@@ -22,6 +22,11 @@ scale per `group2` first-level scales (double quantization). Sources of each lay
   16-value micro-block ... a second-level FP32 scalar applied per tensor'). The per-tensor scale is
   counted once per stored matrix (`matrix_bytes`), not in the bits per element. `fp4` is the same
   layout under its older name (kept so existing specs and implementation profiles read the same).
+- fp8-b128: E4M3 weights with one FP32 scale per 128 x 128 block (DeepSeek-V3 technical report,
+  arXiv:2412.19437, section 3.3.2: "for weights, we group and scale elements on a 128x128 block basis";
+  the checkpoints' config.json quantization_config "weight_block_size": [128, 128], as in DeepSeek-V3/R1,
+  Qwen3 FP8 and MiniMax-M2): 8 + 32/16384 bits. Engines run it with block-scaled FP8 GEMMs (DeepGEMM and
+  the like), whose measured tables (AIConfigurator's fp8_block) differ from per-tensor fp8's.
 - mxfp6 (= fp6): OCP MX v1.0: blocks of 32 FP6 (E2M3 or E3M2) elements sharing one E8M0 scale:
   6 + 8/32 = 6.25 bits. Blackwell datasheets list FP6 at the FP8 tensor rate ('FP8/FP6 Tensor Core'),
   so it computes at the fp8 peak.
@@ -72,6 +77,8 @@ _FIXED = {
     "fp8": Format("fp8", 8, peak="fp8", note="= fp8-e4m3; per-tensor scale (negligible)"),
     "fp8-e4m3": Format("fp8-e4m3", 8, peak="fp8", note="OCP FP8 E4M3"),
     "fp8-e5m2": Format("fp8-e5m2", 8, peak="fp8", note="OCP FP8 E5M2"),
+    "fp8-b128": Format("fp8-b128", 8, scale_bits=32, group=128 * 128, peak="fp8",
+                       note="E4M3 + one FP32 scale per 128x128 block (DeepSeek-V3 block-scaled FP8)"),
     "int8": Format("int8", 8, scale_bits=16, group=None, peak="int8", note="one fp16 scale per output channel"),
     "nf4": Format("nf4", 4, scale_bits=32, group=64, peak="bf16",
                   note="QLoRA NormalFloat4, block 64, fp32 absmax (weight-only)"),

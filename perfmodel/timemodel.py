@@ -421,19 +421,31 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
         return np.maximum(r, 1.0), hw.peak(_PEAK[dt]) if _PEAK[dt] in hw.peak_flops else hw.peak(af.peak)
     if np.any(np.asarray(inst) != 1.0):  # per-head or per-expert products: no dense GEMM table
         return None
-    # the table of what the tensor cores compute in, the activations' dtype: W16A16, W8A8, W4A8 (fp8), W4A4 (nvfp4);
-    # weight-only products (W4A16, W8A16) dequantize into a 16-bit kernel no dense table measures
-    dt = _GEMM_DTYPE.get(af.bits) if wf.bits == af.bits or af.bits == 8 else None
+    # the table of what the tensor cores compute in: W16A16, W8A8, W4A8 (fp8), W4A4 (nvfp4); a GEMM whose weights
+    # stay in 16 bits (the router, the LM head) runs a 16-bit kernel whatever the other layers' activations, and
+    # its ratio is to the 16-bit ideal (the op's own bytes and FLOPs: an fp8 table's ratio on 2-byte weights
+    # doubled the router); weight-only products (W4A16, W8A16) dequantize into a 16-bit kernel no table measures
+    if wf.bits == 16 and af.bits <= 16:
+        dt, peak = "bfloat16", hw.peak("bf16")
+    elif wf.bits == af.bits or (af.bits == 8 and wf.bits < 8):
+        dt, peak = _GEMM_DTYPE.get(af.bits), hw.peak(af.peak)
+    else:
+        dt = None
     if dt is None:
         return None
     rows = np.asarray(rows, float)
     k = np.asarray(op.flops, float) / (2.0 * np.maximum(rows, 1e-30) * cols)
-    r = ks.gemm_ratio(dt, rows, cols, k)
-    if r is None and dt == "fp8":
-        r = ks.gemm_ratio("fp8_block", rows, cols, k)
+    # fp8: block-scaled weights (fp8-b128) take the block-scaled kernels' table, per-tensor the per-tensor one;
+    # each falls back to the other where its own has no entry for the device
+    order = [dt] if dt != "fp8" else ["fp8_block", "fp8"] if wf.name == "fp8-b128" else ["fp8", "fp8_block"]
+    r = None
+    for name in order:
+        r = ks.gemm_ratio(name, rows, cols, k)
+        if r is not None:
+            break
     if r is None:
         return None
-    return np.maximum(r, 1.0), hw.peak(af.peak)
+    return np.maximum(r, 1.0), peak
 
 
 def _measured_attention(ks, op: Op, kf, peak: float):

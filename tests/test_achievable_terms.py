@@ -12,6 +12,7 @@ from perfmodel import kernels
 from perfmodel.catalog import load_raw
 from perfmodel.efficiency import Algorithm, Dequant, achievable_from_dict, impl_from_dict, link_algorithms
 from perfmodel.errors import SpecError
+from perfmodel.formats import get_format
 from perfmodel.ops import COMM, MATMUL, Layout, Op, Precision, build_ops
 from perfmodel.specs import load_hardware, load_impl, load_model
 from perfmodel.timemodel import TimeModel, link_of, missing_data, steps_and_bytes
@@ -342,6 +343,41 @@ def test_an_fp8_gemm_without_a_per_tensor_table_takes_the_block_scaled_one():
     rec = Recorder(1.7, missing={"fp8"})
     assert _measured_gemm(rec, _first("gemm", prec=Precision("fp8", "fp8")), w, a, H100) == (1.7, H100.peak("fp8"))
     assert [c[1] for c in rec.calls] == ["fp8", "fp8_block"]
+
+
+def test_block_scaled_fp8_weights_take_the_block_scaled_table_first_and_per_tensor_fp8_the_per_tensor_one():
+    """formats "fp8-b128" (DeepSeek-V3's 128 x 128 block scales): engines run such a checkpoint with block-scaled
+    GEMMs, a table of its own (AIConfigurator's fp8_block); each order falls back to the other table."""
+    from perfmodel.timemodel import _measured_gemm
+
+    for wname, first in (("fp8-b128", "fp8_block"), ("fp8", "fp8")):
+        prec = Precision(wname, "fp8")
+        w, a, *_ = prec.formats()
+        op = _first("gemm", prec=prec)
+        rec = Recorder(1.3)
+        assert _measured_gemm(rec, op, w, a, H100) == (1.3, H100.peak("fp8"))
+        assert [c[1] for c in rec.calls] == [first]
+        rec = Recorder(1.3, missing={first})
+        assert _measured_gemm(rec, op, w, a, H100) == (1.3, H100.peak("fp8"))
+        assert [c[1] for c in rec.calls] == [first, {"fp8": "fp8_block", "fp8_block": "fp8"}[first]]
+
+
+@pytest.mark.parametrize("act", ["fp8", "bf16"])
+def test_a_gemm_whose_weights_stay_in_16_bits_is_priced_from_the_16_bit_table_at_the_16_bit_peak(act):
+    """The router and the LM head keep 16-bit weights in an fp8 model: their kernel computes in 16 bits. Priced from
+    the fp8 table, the router of DeepSeek-R1 took 33 us a layer at 4 sequences on a B200 (AIConfigurator's own
+    breakdown: 5.5 us), the fp8 table's ratio applied to twice the bytes it was measured on."""
+    from perfmodel.timemodel import _measured_gemm
+
+    prec = Precision("fp8", act)
+    w, a, *_ = prec.formats()
+    router = next(op for op in build_ops(load_model("deepseek-r1"), 4.0, 1.0, 1536.0, "decode", prec, layout=Layout(8))
+                  if op.name == "router")
+    rf = get_format(router.wfmt)
+    assert rf.bits == 16
+    rec = Recorder(1.4)
+    assert _measured_gemm(rec, router, rf, a, H100) == (1.4, H100.peak("bf16"))
+    assert [c[1] for c in rec.calls] == ["bfloat16"]
 
 
 def test_a_product_without_a_gemm_shape_or_with_several_instances_has_no_dense_table():

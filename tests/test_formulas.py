@@ -507,7 +507,7 @@ def test_every_format_counts_its_scales_in_its_bits_per_weight():
     """derivations "Formats" (perfmodel/formats.py's sources): bits per stored weight, scales included."""
     bits = {"int4-g32-zp": 4 + 32 / 32, "int4-g64": 4 + 16 / 64, "int8-g32": 8 + 16 / 32, "mxfp4": 4 + 8 / 32,
             "nvfp4": 4 + 8 / 16, "mxfp6": 6 + 8 / 32, "nf4": 4 + 32 / 64, "nf4-dq": 4 + 8 / 64 + 32 / (64 * 256),
-            "fp8": 8, "bf16": 16, "fp32": 32}
+            "fp8": 8, "bf16": 16, "fp32": 32, "fp8-b128": 8 + 32 / (128 * 128)}
     for name, b in bits.items():
         assert get_format(name).bits_per_element() == pytest.approx(b, rel=1e-12), name
     assert get_format("int8").bits_per_element(row=16) == 8 + 16 / 16  # one 16-bit scale per row of 16

@@ -244,3 +244,17 @@ def test_a_burst_of_prompts_on_an_empty_server_raises_the_mean_ttft_and_one_clie
     one = pred.closed(inst, 1, 2048, 64)
     assert one["ttft_profile"] == pytest.approx(one["ttft"], rel=1e-6)
     assert one["tpot_profile"] == pytest.approx(one["tpot"], rel=1e-6)
+
+
+def test_an_fp8_block_quant_mode_is_priced_as_fp8_b128_and_the_other_fp8_rows_as_per_tensor_fp8(sample):
+    """AIConfigurator records a row's GEMM and MoE quant modes; fp8_block (block-scaled FP8) maps to fp8-b128."""
+    row = {"model_path": "deepseek-ai/DeepSeek-R1", "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8"}
+    assert silicon.weights_format(row, "fp8") == "fp8"
+    assert silicon.weights_format(dict(row, moe_quant_mode="fp8_block"), "fp8") == "fp8-b128"
+    assert silicon.weights_format(dict(row, gemm_quant_mode="fp8_block"), "fp8") == "fp8-b128"
+    assert silicon.weights_format(dict(row, gemm_quant_mode="nvfp4", moe_quant_mode="fp8_block"), "nvfp4") == "nvfp4"
+    by = {p["id"]: p for p in silicon.plan(sample) if p["status"] == "ok"}
+    for _, r in sample.iterrows():
+        if r["id"] in by and by[r["id"]]["weights"].startswith("fp8"):
+            block = "fp8_block" in (r["gemm_quant_mode"], r["moe_quant_mode"])
+            assert by[r["id"]]["weights"] == ("fp8-b128" if block else "fp8"), r["id"]

@@ -26,7 +26,8 @@ runs attention data-parallel over attention_dp groups of tp devices with the exp
 (ops.Layout). Rows whose attention is tensor-parallel and experts expert-parallel (attention_dp 1, moe_ep > 1)
 are priced with the experts tensor-parallel: the same weights, FLOPs and bytes per device, all-reduces where the
 engine runs all-to-alls. Precision maps as AIConfigurator's profiles (sdk/task_v1_compat.py _PROFILE_TO_QUANT):
-fp8 -> fp8 weights, activations and KV cache; nvfp4 -> NVFP4 weights and activations, fp8 KV; int4_wo -> int4
+fp8 -> fp8 weights, activations and KV cache (fp8-b128 weights, block-scaled, where the GEMM or MoE quant
+mode is fp8_block); nvfp4 -> NVFP4 weights and activations, fp8 KV; int4_wo -> int4
 weights, bf16 activations; bf16 -> bf16. Never is a parameter fitted to these points.
 """
 from __future__ import annotations
@@ -80,9 +81,20 @@ SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "b300
 # quant mode (or the row's precision when no quant mode is given) -> (weights, activations, KV cache)
 # AIConfigurator sdk/task_v1_compat.py _PROFILE_TO_QUANT: fp8 -> kvcache fp8; nvfp4 -> kvcache fp8;
 # bfloat16 -> kvcache bfloat16
-PRECISION = {"fp8": ("fp8", "fp8", "fp8"), "fp8_block": ("fp8", "fp8", "fp8"), "nvfp4": ("nvfp4", "nvfp4", "fp8"),
+PRECISION = {"fp8": ("fp8", "fp8", "fp8"), "fp8_block": ("fp8-b128", "fp8", "fp8"), "nvfp4": ("nvfp4", "nvfp4", "fp8"),
              "fp4": ("nvfp4", "nvfp4", "fp8"), "int4_wo": ("int4", "bf16", "bf16"), "int4": ("int4", "bf16", "bf16"),
              "bf16": ("bf16", "bf16", "bf16")}
+
+
+
+def weights_format(row, wts: str) -> str:
+    """A fp8 row's weight format: fp8-b128 (block-scaled, formats.py) where the row's GEMM or MoE quant mode is
+    fp8_block, as AIConfigurator records it; per-tensor fp8 otherwise. The block-scaled checkpoints (DeepSeek-R1/V3,
+    Qwen3-235B-A22B-FP8 and MiniMax-M2.5: config.json weight_block_size [128, 128]) are also served with block
+    kernels when their row says fp8; docs/validation.md ("Serving") gives what mapping them by checkpoint does."""
+    if wts == "fp8" and "fp8_block" in (row.get("gemm_quant_mode"), row.get("moe_quant_mode")):
+        return "fp8-b128"
+    return wts
 
 
 def budget(engine: str, hw) -> int:
@@ -206,6 +218,7 @@ def plan(df) -> list[dict]:
             r["reason"] = "no concurrency"
             continue
         wts, act, kv = PRECISION[q]
+        wts = weights_format(row, wts)
         if act == "nvfp4" and "fp4" not in hw.peak_flops:  # no fp4 tensor cores (Hopper): fp4 weights, 16-bit math
             act = "bf16"
             r["assumed"] = "; ".join(x for x in (r["assumed"], f"{dev} has no fp4 tensor cores: fp4 weights with bf16 "
