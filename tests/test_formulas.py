@@ -652,6 +652,12 @@ def test_a_pipeline_hands_each_stages_activations_to_the_next():
     assert stage["pp_send"][0] == 1
     fp32 = _comm(ops_of(layout=pm.Layout(pp=3), prec=Precision("fp32", "fp32", "bf16")))  # fp32 activations
     assert fp32["pp_send"][2] == 2 * 16 * 4
+    # what is handed on is the activations' width (at least 16 bits), whatever the weights are stored in
+    assert _comm(ops_of(layout=pm.Layout(pp=3), prec=Precision("bf16", "fp32", "bf16")))["pp_send"][2] == 2 * 16 * 4
+    assert _comm(ops_of(layout=pm.Layout(pp=3), prec=Precision("fp32", "bf16", "bf16")))["pp_send"][2] == 2 * 16 * 2
+    # two stages hand on once; one stage hands on nothing
+    assert _comm(ops_of(layout=pm.Layout(pp=2)))["pp_send"] == (1, "send", 2 * 16 * 2, 2, 64, 1, "pp")
+    assert "pp_send" not in _comm(ops_of(layout=pm.Layout(pp=1)))
 
 
 # ---------------------------------------------------------------- Calibrated terms
