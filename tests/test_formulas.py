@@ -658,6 +658,11 @@ def test_a_pipeline_hands_each_stages_activations_to_the_next():
     # two stages hand on once; one stage hands on nothing
     assert _comm(ops_of(layout=pm.Layout(pp=2)))["pp_send"] == (1, "send", 2 * 16 * 2, 2, 64, 1, "pp")
     assert "pp_send" not in _comm(ops_of(layout=pm.Layout(pp=1)))
+    # fp8 activations are handed on in 16 bits; a prefill hands on all T tokens of each sequence
+    assert _comm(ops_of(layout=pm.Layout(pp=3), prec=Precision("fp8", "fp8")))["pp_send"][2] == 2 * 16 * 2
+    assert _comm(ops_of(T=5, S=5, phase="prefill", layout=pm.Layout(pp=3)))["pp_send"][2] == 2 * 5 * 16 * 2
+    # under attention data parallelism a device holds ceil(B / ep) of the sequences: 3 over 2 groups -> 2
+    assert _comm(ops_of(moe, B=3, layout=pm.Layout(pp=3, ep=2)))["pp_send"][2] == 2 * 16 * 2
 
 
 # ---------------------------------------------------------------- Calibrated terms
