@@ -56,11 +56,11 @@ def _op_keys(ops: list[Op], probe: list[Op]) -> tuple:
         for f in ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write", "kv_stored"):
             v = getattr(op, f)
             sh = v.shape if isinstance(v, np.ndarray) else () if isinstance(v, (float, int)) else np.shape(v)
-            axes.update(ax for ax, n in enumerate(sh[-2:]) if n > 1)
+            axes.update(ax for ax, n in enumerate(sh[-2:]) if n > 1)  # mutation: equivalent - keys only group the sum (tests/test_laws_catalog.py)
         keys.append(tuple(sorted(axes)))
     if len(keys) != len(ops):
         raise RuntimeError("op list changed shape between probe and evaluation")
-    return tuple(keys)
+    return tuple(keys)  # mutation: equivalent - None groups every term in one sum, in list order
 
 
 _PROBE_CACHE: dict = {}
@@ -75,11 +75,11 @@ def _keys_for(model, phase, prec, attention, causal_skip, ops, layout=None, stag
     fast = base + (lay, len(ops))  # this very layout seen before: no structure signature to build
     if fast in _PROBE_CACHE:
         return _PROBE_CACHE[fast]
-    shape = (lay.tp > 1, model.K % lay.tp == 0, lay.ep > 1, lay.pp > 1, lay.m > 1,
+    shape = (lay.tp > 1, model.K % lay.tp == 0, lay.ep > 1, lay.pp > 1, lay.m > 1,  # mutation: equivalent - keys only group the sum
              tuple((op.name, op.group, op.kind, op.link) for op in ops))
     ck = base + (shape,)
     if ck not in _PROBE_CACHE:
-        B2, S2 = np.array([[1.0], [2.0]]), np.array([[64.0, 128.0]])
+        B2, S2 = np.array([[1.0], [2.0]]), np.array([[64.0, 128.0]])  # mutation: equivalent - keys only group the sum
         probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip,
                           layout, stage)
         _PROBE_CACHE[ck] = _op_keys(ops, probe)

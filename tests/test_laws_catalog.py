@@ -422,3 +422,23 @@ def test_one_stage_and_one_expert_group_are_no_layout_at_all_bit_for_bit(name, d
     rb = engine.request(m, hw, B[:1], S[:1], 2, mode, layout=trivial)
     for k in ("latency_s", "ttft_s", "throughput_tok_s", "memory_bytes"):
         np.testing.assert_array_equal(ra[k], rb[k], err_msg=k)
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_the_summation_keys_only_group_the_sum_any_grouping_gives_the_same_totals(name, phase):
+    """engine._keys_for groups an op list's terms by the axes (B, S) they vary along, so that a point and the same
+    point inside a grid add in one order. Any grouping is the same sum: the probe's keys, one group for all
+    (keys None) and a group per op agree to rounding on every total (why the keys' lines are marked equivalent)."""
+    m, hw = MODELS[name], HARDWARE["h100-sxm"]
+    prec = Precision()
+    B, S = np.array([[1.0], [8.0], [64.0]]), np.array([[128.0, 4096.0]])
+    T = 1.0 if phase == "decode" else S
+    ops = build_ops(m, B, T, S, phase, prec)
+    keys = engine._keys_for(m, phase, prec, "fused", True, ops)
+    assert len(keys) == len(ops) and set(keys) <= {(), (0,), (1,), (0, 1)}
+    probe = engine.roofline(ops, hw, prec, keys)
+    for other in (None, tuple((i,) for i in range(len(ops)))):
+        got = engine.roofline(ops, hw, prec, other)
+        for k in ("time", "flops", "bytes"):
+            np.testing.assert_allclose(got[k], probe[k], rtol=1e-12, atol=0)
