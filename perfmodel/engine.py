@@ -80,7 +80,7 @@ def _keys_for(model, phase, prec, attention, causal_skip, ops, layout=None, stag
     ck = base + (shape,)
     if ck not in _PROBE_CACHE:
         B2, S2 = np.array([[1.0], [2.0]]), np.array([[64.0, 128.0]])  # mutation: equivalent - keys only group the sum
-        probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip,
+        probe = build_ops(model, B2, 1.0 if phase == "decode" else S2, S2, phase, prec, attention, causal_skip,  # mutation: equivalent - keys only group the sum
                           layout, stage)
         _PROBE_CACHE[ck] = _op_keys(ops, probe)
     _PROBE_CACHE[fast] = _PROBE_CACHE[ck]

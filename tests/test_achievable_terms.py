@@ -581,3 +581,25 @@ def test_peta_and_an_hourly_price_parse_exactly():
 
     assert parse_quantity("1 PB", "bytes") == 1e15 and parse_quantity("2 PFLOP/s", "flop/s") == 2e15
     assert parse_quantity("2 /h", "USD/h") == 2.0 and parse_quantity("2.5 USD/hr", "USD/h") == 2.5
+
+
+@needs_aic
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_the_measured_time_is_the_device_time_of_the_ops_a_table_priced(phase):
+    """measured_share's numerator: the device time (max of compute and memory, x count) of every op a measured table
+    priced, nothing of the others; in a compute-bound prefill that is the compute time, not the memory time."""
+    from perfmodel import engine
+
+    hw = load_hardware("h100-sxm")
+    tm = TimeModel.achievable(hw, load_impl("vllm-0.24"))
+    prec = Precision()
+    T, S = (1.0, 2048.0) if phase == "decode" else (2048.0, 2048.0)
+    ops = build_ops(load_model("llama-3.1-8b"), 8.0, T, S, phase, prec)
+    src = []
+    priced = tm.price(ops, hw, prec, sources=src)
+    want = sum(p[2] * op.count for op, p, s in zip(ops, priced, src) if s != "datasheet")
+    got = engine.roofline(ops, hw, prec, None, None, True, tm)
+    assert 0 < want < float(got["device_time"])
+    assert float(got["measured_time"]) == pytest.approx(want, rel=1e-12)
+    if phase == "prefill":  # compute-bound GEMMs: the memory time alone would be far less
+        assert want > 1.5 * sum(p[1] * op.count for op, p, s in zip(ops, priced, src) if s != "datasheet")
