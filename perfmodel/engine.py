@@ -232,18 +232,19 @@ def evaluate(model: Model, hw: Hardware, batch, context, phase: str = "decode", 
     comm_time = rf["comm_time"]
     if lay.pp > 1:  # memory on the largest stage with the whole batch resident (its op list; no time needed)
         ops = build_ops(model, B, 1.0 if phase == "decode" else S, S, phase, prec, attention, causal_skip, lay, True)
-        keys = _keys_for(model, phase, prec, attention, causal_skip, ops, lay, True)
+        keys = _keys_for(model, phase, prec, attention, causal_skip, ops, lay, True)  # mutation: equivalent - keys only group the sum
         if phase == "decode":
             _, _, st_m = _run(model, hw, B / mb, S, phase, prec, attention, causal_skip, lay, True, comm, tm)
             rf = dict(rf, time=np.maximum(mb * st_m["time"], full_m["time"]))
             comm_time = full_m["comm_time"]
     mem = memory(ops, model, np.ceil(B / lay.ep), S, prec, keys)  # whole sequences on the busiest device
     if mode == "simple":  # the lecture: a memory-bound step streams all weights and every sequence's KV
-        latency = (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth * (lay.pp if lay.pp > 1 else 1)
+        # the stages stream in turn: pp x the largest stage's weights and KV (derivations "The roofline")
+        streamed = (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth * (lay.pp if lay.pp > 1 else 1)
+        latency = streamed
         if phase == "prefill":
             latency = np.maximum(latency, rf["flops"] / hw.peak(prec.formats()[1].peak))
-        bound = np.where(latency > (mem["weight_bytes"] + mem["kv_cache_bytes"]) / hw.memory_bandwidth,
-                         "compute", "memory")
+        bound = np.where(latency > streamed, "compute", "memory")  # (it compared with one stage: pp > 1 said compute)
     else:
         latency = rf["time"]
         bound = np.where(rf["compute_bound_time"] * 2 > latency, "compute", "memory")

@@ -123,6 +123,10 @@ def test_simple_prefill_is_the_larger_of_its_bytes_and_its_flops_over_the_peak()
     r = engine.evaluate(toy, slow, 2, 6, "prefill", "simple")
     assert r["latency_s"][0, 0] == pytest.approx(r["flops"][0, 0] / 1e6, rel=1e-12)
     assert r["bound"][0, 0] == "compute"
+    # the FLOPs run at the activations' peak, not the weights': fp8 weights with 16-bit math take the bf16 rate
+    w8 = HW.replace(peak_flops={"bf16": 1e6, "fp8": 1e9, "fp32": 1e6})
+    r8 = engine.evaluate(toy, w8, 2, 6, "prefill", "simple", prec=Precision("fp8", "bf16"))
+    assert r8["latency_s"][0, 0] == pytest.approx(r8["flops"][0, 0] / 1e6, rel=1e-12)
 
 
 # ---------------------------------------------------------------- Ops of one layer (decode, M = 2)
@@ -532,6 +536,11 @@ def test_simple_mode_on_a_pipeline_streams_each_stage_in_turn():
     r = engine.evaluate(toy, HW, 2, 10, mode="simple", layout=pm.Layout(pp=3))
     assert r["weight_bytes"][0, 0] == 7136 and r["kv_cache_bytes"][0, 0] == 2 * 320
     assert r["latency_s"][0, 0] == pytest.approx(3 * (7136 + 2 * 320) / 1e12, rel=1e-12)
+    assert r["bound"][0, 0] == "memory"  # a decode step streams: memory-bound at any pp (it said compute at pp > 1)
+    two = engine.evaluate(toy, HW, 2, 10, mode="simple", layout=pm.Layout(pp=2))
+    assert two["latency_s"][0, 0] == pytest.approx(2 * (two["weight_bytes"][0, 0] + two["kv_cache_bytes"][0, 0]) / 1e12,
+                                                   rel=1e-12)
+    assert two["bound"][0, 0] == "memory"
 
 
 # ---------------------------------------------------------------- Requests

@@ -142,3 +142,17 @@ def test_layout_errors_are_one_line(capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_pipelined_decode_step_reports_the_whole_batchs_flops_and_bytes_not_one_micro_batchs():
+    """With m micro-batches the step's time is max(m x one micro-batch's stage time, the whole pipeline's), but
+    the FLOPs and bytes it reports (and so its intensity) are those of the whole batch B, as at pp = 1."""
+    from perfmodel import engine
+
+    m, hw = pm.load_model("llama-3.1-8b"), pm.load_hardware("h100-sxm")
+    piped = engine.evaluate(m, hw, 8, 1024, layout=pm.Layout(pp=2, microbatches=4))
+    whole = engine.evaluate(m, hw, 8, 1024)
+    micro = engine.evaluate(m, hw, 2, 1024)
+    assert piped["flops"][0, 0] == pytest.approx(whole["flops"][0, 0], rel=1e-12)
+    assert piped["flops"][0, 0] > 3 * micro["flops"][0, 0]
+    assert piped["bytes"][0, 0] > micro["bytes"][0, 0]
