@@ -125,7 +125,7 @@ def test_simple_prefill_is_the_larger_of_its_bytes_and_its_flops_over_the_peak()
     assert r["bound"][0, 0] == "compute"
     # the FLOPs run at the activations' peak, not the weights': fp8 weights with 16-bit math take the bf16 rate
     w8 = HW.replace(peak_flops={"bf16": 1e6, "fp8": 1e9, "fp32": 1e6})
-    r8 = engine.evaluate(toy, w8, 2, 6, "prefill", "simple", prec=Precision("fp8", "bf16"))
+    r8 = engine.evaluate(toy, w8, 2, 6, "prefill", "simple", prec=Precision("fp8", "bf16", "fp8"))  # nor the cache's
     assert r8["latency_s"][0, 0] == pytest.approx(r8["flops"][0, 0] / 1e6, rel=1e-12)
 
 
