@@ -51,6 +51,10 @@ def test_a_gated_deltanet_layer_keeps_a_state_that_does_not_grow_with_context():
     assert engine.kv_growth_per_token(QWEN) == 15 * 2 * QWEN.K * QWEN.H * BF16
     linear_only = QWEN.replace(layer_pattern="R")
     assert kv_bytes(linear_only, 1024) == kv_bytes(linear_only, 65536) == state * 60 / 45
+    # over two pipeline stages a device keeps its stage's share of it: the largest stage's ceil(60 / 2) / 60 of the
+    # layers (ops.build_ops' share), as for the weights
+    staged = float(engine.per_sequence(QWEN, np.array([1.0]), layout=Layout(pp=2))["fixed_state_bytes_per_seq"][0])
+    assert staged == pytest.approx(state * 30 / 60, rel=1e-12)
 
 
 def test_gated_delta_rule_costs_seven_flop_per_state_element_per_token_whatever_the_context():
