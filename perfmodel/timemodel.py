@@ -426,9 +426,9 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
     # its ratio is to the 16-bit ideal (the op's own bytes and FLOPs: an fp8 table's ratio on 2-byte weights
     # doubled the router); weight-only products (W4A16, W8A16) dequantize into a 16-bit kernel no table measures
     if wf.bits == 16 and af.bits <= 16:
-        dt, peak = "bfloat16", hw.peak("bf16")
+        dt, peak = "bfloat16", "bf16"
     elif wf.bits == af.bits or (af.bits == 8 and wf.bits < 8):
-        dt, peak = _GEMM_DTYPE.get(af.bits), hw.peak(af.peak)
+        dt, peak = _GEMM_DTYPE.get(af.bits), af.peak
     else:
         dt = None
     if dt is None:
@@ -445,7 +445,7 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
             break
     if r is None:
         return None
-    return np.maximum(r, 1.0), peak
+    return np.maximum(r, 1.0), hw.peak(peak)  # read once a table answered: it exists only where the peak does
 
 
 def _measured_attention(ks, op: Op, kf, peak: float):
