@@ -210,20 +210,24 @@ def test_max_batch_fits_and_one_more_sequence_does_not_with_any_layout_and_overh
     are spread over ep device groups, so one more sequence lands on the busiest one; with pp the largest
     stage holds the whole batch's KV for its layers; with tp every device holds its share of the heads.
     Memory does not depend on the time mode (the law above), so the simple mode prices it here; the law is
-    about memory and holds in every mode."""
+    about memory and holds in every mode. In a prefill the step's activations (T = S tokens a sequence) count
+    as well."""
     m = MODELS[name]
     lay = data.draw(layouts(m))
-    S = float(data.draw(st.integers(1, 65536)))
+    phase = data.draw(st.sampled_from(["decode", "prefill"]))
+    S = float(data.draw(st.integers(1, 65536 if phase == "decode" else 8192)))
     weights = float(engine.per_sequence(m, S, layout=lay)["weight_bytes"])
     cap = weights * data.draw(st.floats(1.0, 4.0))
     over = (cap - weights) * data.draw(st.sampled_from([0.0, 0.01, 0.3, 0.9]))
-    mb = float(engine.max_batch(m, cap, S, overhead=over, layout=lay))
+    mb = float(engine.max_batch(m, cap, S, overhead=over, layout=lay, phase=phase))
     assert mb == int(mb) >= 0
     hw = HARDWARE["h100-sxm"].replace(memory_capacity=cap)
-    mem = engine.evaluate(m, hw, [max(mb, 1.0), mb + 1], S, mode="simple", layout=lay)["memory_bytes"][:, 0]
+    mem = engine.evaluate(m, hw, [max(mb, 1.0), mb + 1], S, phase, mode="simple", layout=lay)["memory_bytes"][:, 0]
     if mb >= 1:
         assert mem[0] + over <= cap, (lay, mb)
     assert mem[1] + over > cap, (lay, mb)
+    if phase == "prefill":
+        return
     b = api.budget(m, memory=cap, overhead=over, context=S, tp=lay.tp, pp=lay.pp, ep=lay.ep)
     assert b["max_batch"][0] == mb
     # the KV tokens one replica holds: each of its ep device groups fills what its weights and overhead leave
@@ -231,6 +235,43 @@ def test_max_batch_fits_and_one_more_sequence_does_not_with_any_layout_and_overh
     free = (cap - over - weights) * lay.ep
     assert b["max_tokens"][0] * per_token <= free * (1 + 1e-12)
     assert (b["max_tokens"][0] + lay.ep) * per_token > free * (1 - 1e-12)
+
+
+@models
+@settings(max_examples=3, deadline=None)
+@given(data=st.data())
+def test_the_linear_estimate_of_max_batch_never_overshoots_and_falls_short_by_less_than_ep(name, data):
+    """max_batch starts from the linear estimate floor(free / (KV + activations a sequence)) x ep, with the
+    per-sequence terms taken at ep sequences (one on each attention group). Memory is linear in B through
+    zero but for the busiest group's ceil(B / ep): so the estimate fits, and so does up to ep - 1 more (the
+    sequences that land on groups below the busiest one's KV step), never ep more. Every model kind, both
+    phases, any layout."""
+    m = MODELS[name]
+    lay = data.draw(layouts(m))
+    phase = data.draw(st.sampled_from(["decode", "prefill"]))
+    S = np.array([float(data.draw(st.integers(1, 8192)))])
+    ps = engine.per_sequence(m, S, phase=phase, layout=lay)
+    cap = float(ps["weight_bytes"]) * data.draw(st.floats(1.0, 4.0))
+    est = np.floor((cap - ps["weight_bytes"]) / (ps["kv_bytes_per_seq"] + ps["activation_bytes_per_seq"])) * lay.ep
+    mb = engine.max_batch(m, cap, S, phase=phase, layout=lay)
+    assert est[0] <= mb[0] <= est[0] + lay.ep - 1, (lay, phase, est, mb)
+
+
+def test_a_prefill_spread_over_eight_expert_groups_fits_sequences_past_the_linear_estimate():
+    """Mixtral 8x7B, a prefill of 2,048 tokens a sequence, ep = 8, on an H200's memory (143,771 MiB, the
+    catalog's): the linear estimate is 1,704 sequences (213 a group), but a sequence's activations are a small
+    part of what it costs, so 1,708 fit (four groups hold 214) and 1,709 do not. max_batch finds the 1,708."""
+    m = MODELS["mixtral-8x7b"]
+    lay = Layout(ep=8)
+    hw = HARDWARE["h200"]
+    S = 2048.0
+    mb = float(engine.max_batch(m, hw.memory_capacity, S, phase="prefill", layout=lay))
+    ps = engine.per_sequence(m, S, phase="prefill", layout=lay)
+    free = hw.memory_capacity - ps["weight_bytes"]
+    est = float(np.floor(free / (ps["kv_bytes_per_seq"] + ps["activation_bytes_per_seq"])) * 8)
+    assert (est, mb) == (1704, 1708)
+    mem = engine.evaluate(m, hw, [est, mb, mb + 1], S, "prefill", mode="simple", layout=lay)["memory_bytes"][:, 0]
+    assert mem[0] < mem[1] <= hw.memory_capacity < mem[2]
 
 
 # ---------------------------------------------------------------- weight formats
