@@ -64,6 +64,17 @@ def test_each_engine_gets_its_default_token_budget():
     assert silicon.budget("trtllm", pm.load_hardware("b200")) == 8192
 
 
+@pytest.mark.parametrize("engine,per_rank", [("trtllm", True), ("vllm", True), ("sglang", False)])
+def test_under_attention_dp_each_rank_schedules_its_own_budget_but_sglang_divides_one(engine, per_rank):
+    """TensorRT-LLM and vLLM run one scheduler per attention-DP rank, each with the whole default: a worker of
+    eight ranks runs 8 x 8192 tokens an iteration. SGLang divides its chunked_prefill_size among the ranks."""
+    b200 = pm.load_hardware("b200")
+    p = {"engine": engine, "budget": silicon.budget(engine, b200)}
+    assert silicon.worker_budget(p, Layout(tp=8)) == p["budget"]
+    assert silicon.worker_budget(p, Layout(tp=1, ep=8)) == (8 * p["budget"] if per_rank else p["budget"])
+    assert silicon.worker_budget(p, Layout(tp=2, ep=4)) == (4 * p["budget"] if per_rank else p["budget"])
+
+
 def _small(sample, mode, n):
     s = sample[(sample["mode"] == mode) & (sample["osl"] <= 1024) & (sample["isl"] <= 2048)]
     s = s[s["model_path"].isin(["meta-llama/Llama-3.1-70B", "Qwen/Qwen3-32B", "deepseek-ai/DeepSeek-R1"])]
@@ -124,13 +135,29 @@ def test_summary_statistics_are_the_medians_and_p90_of_the_errors():
     t = pd.DataFrame({"mode": ["roofline"] * 5, "status": ["ok"] * 4 + ["skipped"], "backend": ["vllm"] * 5,
                       "system": ["h200_sxm"] * 5, "model_path": ["m"] * 5, "serving_mode": ["agg"] * 5,
                       "band": ["5-32"] * 5, "ttft_error": [-0.5, -0.1, 0.2, 0.4, 9.0],
-                      "tpot_error": [0.1, 0.1, 0.3, -0.3, np.nan]})
+                      "tpot_error": [0.1, 0.1, 0.3, -0.3, np.nan], "assumed": [""] * 5})
     s = silicon.summarize(t)
     row = s[s["category"] == "overall"].iloc[0]
     assert row["points"] == 4
     assert math.isclose(row["ttft_median_abs"], 0.3) and math.isclose(row["ttft_bias"], 0.05)
     assert math.isclose(row["ttft_p90_abs"], float(np.percentile([0.5, 0.1, 0.2, 0.4], 90)))
     assert math.isclose(row["ttft_within_25"], 0.5) and math.isclose(row["tpot_within_25"], 0.5)  # |0.3| is out
+
+
+def test_disaggregated_points_are_summarized_apart_by_whether_their_worker_counts_were_recorded():
+    """A disagg row without worker counts is predicted with one prefill and one decode worker (an assumption,
+    said in `assumed`): the summary keeps those apart from the rows whose deployment is recorded."""
+    t = pd.DataFrame({"mode": ["roofline"] * 4, "status": ["ok"] * 4, "backend": ["trtllm"] * 4,
+                      "system": ["gb200"] * 4, "model_path": ["m"] * 4, "band": ["5-32"] * 4,
+                      "serving_mode": ["agg", "disagg", "disagg", "disagg"],
+                      "assumed": ["", "", "workers not given: 1 prefill, 1 decode", "workers not given: 1 prefill, 1 decode"],
+                      "ttft_error": [0.1, -0.2, 0.9, 0.7], "tpot_error": [0.0, 0.1, 2.0, 1.0]})
+    s = silicon.summarize(t).set_index(["category", "group"])
+    assert s.loc[("deployment", "agg"), "points"] == 1
+    assert s.loc[("deployment", "disagg, workers recorded"), "tpot_median_abs"] == pytest.approx(0.1)
+    assert s.loc[("deployment", "disagg, workers assumed"), "points"] == 2
+    assert s.loc[("deployment", "disagg, workers assumed"), "tpot_median_abs"] == pytest.approx(1.5)
+    assert s.loc[("serving", "disagg"), "points"] == 3
 
 
 def test_validate_serving_from_the_cli_writes_the_table_and_the_plot(tmp_path, capsys):
@@ -258,3 +285,36 @@ def test_an_fp8_block_quant_mode_is_priced_as_fp8_b128_and_the_other_fp8_rows_as
         if r["id"] in by and by[r["id"]]["weights"].startswith("fp8"):
             block = "fp8_block" in (r["gemm_quant_mode"], r["moe_quant_mode"])
             assert by[r["id"]]["weights"] == ("fp8-b128" if block else "fp8"), r["id"]
+
+
+def test_a_decode_worker_s_wait_for_a_place_is_ttft_and_tpot_runs_from_the_first_token_it_streams(sample):
+    """Dynamo streams every token of a disaggregated request from the decode worker: a prefilled request that
+    waits there for a place (more clients than the worker holds) waits before its first token. So the decode
+    stage's "ttft" is its arrival to the end of its first iteration there, and its TPOT, from that token to the
+    last, is the running batch's step time whether or not requests wait."""
+    p = [q for q in silicon.plan(_small(sample, "disagg", 1)) if q["status"] == "ok"][0]
+    pred = silicon.Predictor("roofline")
+    dec = pred.instance(p, p["decode_layout"], silicon.worker_budget(p, p["decode_layout"]))
+    isl, osl = 1024, 64
+    free = pred.closed(dec, 4, isl, osl, prefilled=True, slots=4)
+    held = pred.closed(dec, 8, isl, osl, prefilled=True, slots=4)  # twice the clients the worker holds
+    assert free["ttft"] == pytest.approx(dec.step(np.ones(4, dtype=np.int64), np.full(4, isl + 1)), rel=0.05)
+    assert held["ttft"] > 10 * free["ttft"]  # half of them wait a whole request for a place
+    assert held["tpot"] == pytest.approx(free["tpot"], rel=0.05)  # four rows run either way
+    assert held["stage"] == pytest.approx(held["ttft"] + (osl - 1) * held["tpot"], rel=1e-6)
+
+
+def test_a_disaggregated_phase_opens_with_all_n_prompts_on_the_prefill_pool(sample):
+    """AIPerf sends all N prompts at once when its phase starts: the prefill pool's first round is N / W_p
+    prompts a worker, whatever share of the clients the pools hold once steady. Its mean over the phase is
+    (the burst's mean + 19 x the steady mean) / 20; one prompt is no burst."""
+    p = [q for q in silicon.plan(_small(sample, "disagg", 1)) if q["status"] == "ok"][0]
+    pred = silicon.Predictor("roofline")
+    pre = pred.instance(p, p["layout"], silicon.worker_budget(p, p["layout"]))
+    one = float(pre.step(np.array([2048]), np.array([2048])))
+    assert pred.burst_mean(pre, 1, 2048, one) == pytest.approx(one, rel=1e-9)
+    k = max(1, pre.budget // 2048)  # whole prompts an iteration
+    n = 8 * k  # eight iterations' worth: the burst's mean is (1 + ... + 8) / 8 iterations of k prompts
+    it = float(pre.step(np.full(k, 2048), np.full(k, 2048)))
+    assert pred.burst_mean(pre, n, 2048, one, profile=1) == pytest.approx(4.5 * it, rel=1e-6)
+    assert pred.burst_mean(pre, n, 2048, one) == pytest.approx((4.5 * it + 19 * one) / 20, rel=1e-6)

@@ -12,7 +12,10 @@ n_p instances of one layout and a decode pool of n_d instances of another.
   is reported, not queued on.
 - TTFT = arrival to first token in the prefill pool + the transfer (the first token is streamed once its
   cache has landed: the conservative choice; a server that streams it at once moves the transfer into
-  the second token's gap, which this model counts in TPOT otherwise).
+  the second token's gap, which this model counts in TPOT otherwise). A wait for a place in the decode pool
+  is counted in TPOT here, so that each pool's SLO is checked on its own; a server that streams every token
+  from the decode worker (Dynamo) shows that wait in TTFT instead, as the serving validation
+  (serving/silicon.py) models the measured runs.
 - Decode pool: requests arrive with their prompt's cache and first token (fastsim's prefilled=True) and
   decode in continuous batches; TPOT = (last token - first token's landing) / (output - 1).
 

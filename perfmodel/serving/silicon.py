@@ -19,7 +19,12 @@ A point is predicted by the serving simulator on the op list's step cost, with t
   stage is a closed loop of its share (a prefill worker's requests end at their first token, plus the KV
   transfer; a decode worker's arrive prefilled), and the split is where both stages serve the same request
   rate (Little's law per stage: N_p = X T_p, N_d = X T_d), found by bisection on the prefill stage's clients.
-  TTFT = T_p (queueing, prefill, transfer), TPOT = T_d / (OSL - 1), each over the phase as agg's.
+  TTFT = the prefill stage (queueing, prefill) + the transfer + the decode worker's wait for a place and its
+  first iteration with the request (Dynamo streams every token from the decode worker: its design doc
+  docs/design_docs/disagg_serving.md, "Router Orchestration"); TPOT = (last - first token) / (OSL - 1). The
+  prefill stage's mean is over AIPerf's phase: its first round is the burst of all N prompts (N / W_p a worker,
+  Predictor.burst_mean), its other rounds the steady loop's. A worker's token budget is the engine's default,
+  per attention-DP rank in TensorRT-LLM and vLLM (worker_budget).
 
 Layouts map as AIConfigurator's: a worker has tp x attention_dp devices; perfmodel's Layout(tp, ep=attention_dp)
 runs attention data-parallel over attention_dp groups of tp devices with the experts spread over all of them
@@ -98,13 +103,16 @@ def weights_format(row, wts: str) -> str:
 
 
 def budget(engine: str, hw) -> int:
-    """The engine's default tokens per iteration (docs/validation.md, "Serving", quotes each source):
-    vLLM `vllm serve` max_num_batched_tokens 8192 on GPUs of >= 70 GiB (engine/arg_utils.py); SGLang
+    """The engine's default tokens per iteration (docs/validation.md, "Serving", quotes each source): vLLM
+    `vllm serve` max_num_batched_tokens 8192 on GPUs of >= 70 GiB (engine/arg_utils.py); SGLang
     chunked_prefill_size 8192 below 160 GiB (H100, H200) and 16384 above (B200, B300, GB200, GB300)
-    (server_args.py _handle_gpu_memory_settings); TensorRT-LLM max_num_tokens 8192 (BuildConfig)."""
+    (server_args.py _handle_gpu_memory_settings); TensorRT-LLM max_num_tokens 8192 (BuildConfig). Under attention
+    DP it is one rank's in vLLM and TensorRT-LLM, the worker's in SGLang (worker_budget)."""
     if engine == "sglang" and hw.memory_capacity >= 160 * 2**30:
         return 16384
     return 8192
+
+
 MODES = ("roofline", "achievable")
 BANDS = ((1, 4, "1-4"), (5, 32, "5-32"), (33, 128, "33-128"), (129, 512, "129-512"), (513, math.inf, ">512"))
 
@@ -246,6 +254,17 @@ def plan(df) -> list[dict]:
     return out
 
 
+def worker_budget(p: dict, lay: Layout) -> int:
+    """The tokens per iteration of one worker of this layout, from the engine's default p["budget"] (budget).
+    Under attention DP (lay.ep ranks) TensorRT-LLM and vLLM run one scheduler per rank, each with the whole
+    default (TensorRT-LLM: each rank its own executor, max_num_tokens asserted per rank: NVIDIA/TensorRT-LLM#14481,
+    ai-dynamo/dynamo#11982; vLLM: "each DP rank is deployed as a separate 'core engine' process", docs
+    serving/data_parallel_deployment.md), so the worker runs lay.ep times it;
+    SGLang divides chunked_prefill_size among the ranks (server_args.py _handle_data_parallelism:
+    chunked_prefill_size // dp_size), so its worker runs the default."""
+    return p["budget"] if p.get("engine") == "sglang" else p["budget"] * lay.ep
+
+
 # ---------------------------------------------------------------- one point
 # AIPerf measures 20 N requests (AIConfigurator's bench_run.sh.j2: --num-requests 20 N) and starts them only once
 # every warm-up response is back ("By default, AIPerf waits indefinitely for all warmup responses before starting
@@ -355,8 +374,11 @@ class Predictor:
         span = t_b - t_a
         # requests in flight over the window, all of them counted (Little's law: = n, the clients, in a closed loop)
         held = np.clip(np.minimum(s["done"], t_b) - np.maximum(s["arrival"], t_a), 0.0, None)
+        # a prefilled request's first token reaches the client from the decode worker's first iteration with it
+        # (Dynamo streams every token from the decode worker), so its wait for a place there is TTFT's ("ttft":
+        # arrival at the decode worker to that iteration's end), and TPOT runs from that token to the last
         x = {"ttft": s["first"] - s["arrival"], "stage": s["done"] - s["arrival"],
-             "tpot": (s["last"] - (s["arrival"] if prefilled else s["first"])) / max(osl - 1, 1)}
+             "tpot": (s["last"] - s["first"]) / max(osl - 1, 1)}
         r = self.results[key] = {
             **{k: float(np.mean(v[w])) for k, v in x.items()},  # the steady window
             **{f"{k}_profile": profile_mean(v, n, warmup, rounds) for k, v in x.items()},  # AIPerf's 20 N
@@ -366,7 +388,7 @@ class Predictor:
         return r
 
     def agg(self, p: dict) -> dict:
-        inst = self.instance(p, p["layout"], p["budget"])
+        inst = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
         r = self.closed(inst, p["concurrency"], p["isl"], p["osl"],
                         slots=self.no_evict(inst, p["isl"], p["osl"], p["engine"]))
         return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
@@ -376,8 +398,8 @@ class Predictor:
     def disagg(self, p: dict) -> dict:
         from .disagg import Transfer
 
-        pre = self.instance(p, p["layout"], p["budget"])
-        dec = self.instance(p, p["decode_layout"], p["budget"])
+        pre = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
+        dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"]))
         N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
         tkey = (pre.serial, dec.serial)
         tr = self.transfers.get(tkey)
@@ -401,11 +423,27 @@ class Predictor:
             f_p, f_d = x_p / est_p, x_d / est_d
         a = self.closed(pre, c_p, isl, 1, prefill="separate")  # the answer: the configured warm-up and rounds
         b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots) if osl > 1 else None
-        t_p = a["stage_profile"] + move
-        return {"ttft_s": t_p, "tpot_s": b["tpot_profile"] if b else math.nan, "in_flight": math.nan,
+        # AIPerf's phase opens with all N prompts sent at once to an empty server: every one of them is in the
+        # prefill pool's first round (N / W_p a worker), not the share c_p the pools hold once the loop is steady
+        t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"]) + move
+        return {"ttft_s": t_p + (b["ttft_profile"] if b else 0.0), "tpot_s": b["tpot_profile"] if b else math.nan,
+                "in_flight": math.nan,
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
                 "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
                 "decode_clients": c_d * Wd}
+
+    def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS) -> float:
+        """A prefill worker's mean stage time over AIPerf's phase of `profile` rounds: the first round is the burst
+        (n prompts at once on an empty worker, whole prompts in FIFO iterations), the other rounds take the
+        steady loop's mean `steady`."""
+        key = ("burst", inst.serial, n, isl)
+        b = self.results.get(key)
+        if b is None:
+            P = np.full(n, isl, dtype=np.int64)
+            s = fastsim.run(np.zeros(n), P, np.ones(n, dtype=np.int64), inst.sizes, inst.cost, None, inst.budget,
+                            "separate", inst.block)
+            b = self.results[key] = float(np.mean(s["done"]))  # sent at 0: each one's stage time
+        return (b + (profile - 1) * steady) / profile
 
     @staticmethod
     def rates(pre: Instance, dec: Instance, Wp: int, Wd: int, isl: int, osl: int, move: float, slots, c_p, c_d):

@@ -17,7 +17,17 @@ MAX_FILE_BYTES = 64 * 2**20  # a silicon-sample CSV larger than this is refused 
 
 
 CATEGORIES = (("overall", None), ("backend", "backend"), ("system", "system"), ("model", "model_path"),
-              ("serving", "serving_mode"), ("concurrency", "band"))
+              ("serving", "serving_mode"), ("deployment", "deployment"), ("concurrency", "band"))
+
+
+def with_deployment(points) -> "pd.DataFrame":
+    """The table with its "deployment" column: agg, or disagg with its worker counts as recorded, or assumed (a row
+    that does not record them is predicted with one prefill and one decode worker and says so in `assumed`)."""
+    t = points.copy()
+    assumed = t["assumed"].fillna("").astype(str).str.contains("workers not given")
+    t["deployment"] = np.where(t["serving_mode"] == "agg", "agg",
+                               np.where(assumed, "disagg, workers assumed", "disagg, workers recorded"))
+    return t
 
 
 MAX_POINTS = 200  # point x mode simulations one call runs unless told more (max_points): a minute or so
@@ -33,7 +43,7 @@ def check_points(points: int, modes: int, limit, opt: str) -> None:
                                    "on 2 cores): narrow it by model/system/backend, or raise the limit to run them")
 
 
-SUMMARY_COLUMNS = ("status", "mode", "ttft_error", "tpot_error")
+SUMMARY_COLUMNS = ("status", "mode", "serving_mode", "assumed", "ttft_error", "tpot_error")
 
 
 def summarize(points) -> "pd.DataFrame":
@@ -45,7 +55,7 @@ def summarize(points) -> "pd.DataFrame":
     if missing:
         raise SpecError("points", None, f"is not a serving_validation table: it lacks {', '.join(missing)}")
     rows = []
-    ok = points[points["status"] == "ok"]
+    ok = with_deployment(points[points["status"] == "ok"])
     for mode in points["mode"].unique():
         pm = ok[ok["mode"] == mode]
         for cat, col in CATEGORIES:
@@ -119,7 +129,7 @@ def compare(points, peer_path) -> "pd.DataFrame":
         if c not in peer.columns:
             raise SpecError(str(peer_path), c, "missing column (bench/aic_silicon.py writes id, aic_ttft_ms, aic_tpot_ms)")
     peer = peer[["id", "aic_ttft_ms", "aic_tpot_ms"]].drop_duplicates("id")
-    ok = points[points["status"] == "ok"]
+    ok = with_deployment(points[points["status"] == "ok"])
     est = {m: ok[ok["mode"] == m] for m in ok["mode"].unique()}
     rows = []
     base = next(iter(est.values())) if est else ok
