@@ -318,3 +318,23 @@ def test_a_disaggregated_phase_opens_with_all_n_prompts_on_the_prefill_pool(samp
     it = float(pre.step(np.full(k, 2048), np.full(k, 2048)))
     assert pred.burst_mean(pre, n, 2048, one, profile=1) == pytest.approx(4.5 * it, rel=1e-6)
     assert pred.burst_mean(pre, n, 2048, one) == pytest.approx((4.5 * it + 19 * one) / 20, rel=1e-6)
+
+
+def test_sglang_runs_its_prompts_in_prefill_batches_of_their_own_and_the_others_mix_them_into_decodes(sample):
+    """SGLang's default scheduler runs a waiting prefill batch before the decode batch and never mixes the two
+    (enable_mixed_chunk off): the agg loop runs separate prefill iterations for SGLang, chunked ones (prompt
+    tokens in the decode steps) for vLLM V1 and TensorRT-LLM."""
+    assert silicon.PREFILL == {"sglang": "separate"}
+    p = [q for q in silicon.plan(_small(sample, "agg", 1)) if q["status"] == "ok"][0]
+    out = {}
+    for engine in ("sglang", "vllm"):
+        q = dict(p, engine=engine, concurrency=16)  # prompts arrive while others decode
+        pred = silicon.Predictor("roofline")
+        r = pred(q)
+        inst = pred.instance(q, q["layout"], silicon.worker_budget(q, q["layout"]))
+        slots = pred.no_evict(inst, q["isl"], q["osl"], engine)
+        mine = pred.closed(inst, q["concurrency"], q["isl"], q["osl"], slots=slots,
+                           prefill="separate" if engine == "sglang" else "chunked")
+        assert r["ttft_s"] == mine["ttft_profile"] and r["tpot_s"] == mine["tpot_profile"]
+        out[engine] = r
+    assert out["sglang"] != out["vllm"]  # the two schedules differ on this point

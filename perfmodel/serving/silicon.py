@@ -9,7 +9,8 @@ TTFT and TPOT in ms. docs/validation.md ("Serving") gives the method and today's
 
 A point is predicted by the serving simulator on the op list's step cost, with the workload as measured:
 - agg: one worker, closed loop of N clients (fastsim.run(concurrency=N)), chunked prefill with the engine's
-  default token budget (ENGINES), the KV cache as large as memory allows. AIPerf's profiling phase (20 N
+  default token budget (worker_budget) in vLLM and TensorRT-LLM, prefill batches of their own in SGLang
+  (PREFILL), the KV cache as large as memory allows. AIPerf's profiling phase (20 N
   requests) starts on an empty server once every warm-up response is back: the loop is simulated from empty,
   its first 2 N requests stand for the phase's first two rounds (the burst of N prompts sent at once), the
   `rounds` x N after them for its middle rounds, and the last N for its last round (profile_mean). TTFT =
@@ -254,6 +255,12 @@ def plan(df) -> list[dict]:
     return out
 
 
+# how an engine batches prompts with decodes: SGLang runs prefill batches apart (enable_mixed_chunk off by default,
+# server_args.py; its scheduler runs a waiting prefill batch before the decode batch, get_next_batch_to_run), vLLM V1
+# and TensorRT-LLM put the prompts' tokens in the decode steps (chunked: fastsim's default)
+PREFILL = {"sglang": "separate"}
+
+
 def worker_budget(p: dict, lay: Layout) -> int:
     """The tokens per iteration of one worker of this layout, from the engine's default p["budget"] (budget).
     Under attention DP (lay.ep ranks) TensorRT-LLM and vLLM run one scheduler per rank, each with the whole
@@ -389,7 +396,7 @@ class Predictor:
 
     def agg(self, p: dict) -> dict:
         inst = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
-        r = self.closed(inst, p["concurrency"], p["isl"], p["osl"],
+        r = self.closed(inst, p["concurrency"], p["isl"], p["osl"], prefill=PREFILL.get(p.get("engine"), "chunked"),
                         slots=self.no_evict(inst, p["isl"], p["osl"], p["engine"]))
         return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
                 "request_rate": r["rate"],
