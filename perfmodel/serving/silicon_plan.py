@@ -1,0 +1,226 @@
+"""The serving validation's plan: AIConfigurator's silicon sample read and checked, each row mapped to a catalog
+model, device, precision, layout(s), workers, concurrency and the engine's token budget and prefill batching
+(perfmodel.serving.silicon predicts the planned points; its docstring gives the method). perfmodel.serving.silicon
+re-exports all of it."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SpecError
+from ..ops import Layout
+from .silicon_report import MAX_FILE_BYTES
+
+DATA = Path(__file__).resolve().parent.parent / "measure" / "data" / "aiconfigurator"
+SAMPLE = DATA / "silicon_sample.csv"
+COLUMNS = ("id", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
+           "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "attention_dp_size", "moe_tp_size",
+           "moe_ep_size", "prefill_num_workers", "prefill_tp_size", "prefill_attention_dp_size",
+           "decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_attention_dp_size",
+           "silicon_ttft_ms", "silicon_tpot_ms")
+
+# The sample's checkpoints -> catalog models (the same architecture; the quantized checkpoints' formats come
+# from the row's quant modes)
+MODELS = {
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",  # V3.1 keeps V3's architecture (config.json: DeepseekV3ForCausalLM)
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "moonshotai/Kimi-K2.5": "kimi-k2.5",
+    "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
+    "zhipuai/GLM-5": "glm-5",
+}
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
+           "gb300": "gb300"}
+# quant mode (or the row's precision when no quant mode is given) -> (weights, activations, KV cache)
+# AIConfigurator sdk/task_v1_compat.py _PROFILE_TO_QUANT: fp8 -> kvcache fp8; nvfp4 -> kvcache fp8;
+# bfloat16 -> kvcache bfloat16
+PRECISION = {"fp8": ("fp8", "fp8", "fp8"), "fp8_block": ("fp8-b128", "fp8", "fp8"), "nvfp4": ("nvfp4", "nvfp4", "fp8"),
+             "fp4": ("nvfp4", "nvfp4", "fp8"), "int4_wo": ("int4", "bf16", "bf16"), "int4": ("int4", "bf16", "bf16"),
+             "bf16": ("bf16", "bf16", "bf16")}
+
+
+
+def weights_format(row, wts: str) -> str:
+    """A fp8 row's weight format: fp8-b128 (block-scaled, formats.py) where the row's GEMM or MoE quant mode is
+    fp8_block, as AIConfigurator records it; per-tensor fp8 otherwise. The block-scaled checkpoints (DeepSeek-R1/V3,
+    Qwen3-235B-A22B-FP8 and MiniMax-M2.5: config.json weight_block_size [128, 128]) are also served with block
+    kernels when their row says fp8; docs/validation.md ("Serving") gives what mapping them by checkpoint does."""
+    if wts == "fp8" and "fp8_block" in (row.get("gemm_quant_mode"), row.get("moe_quant_mode")):
+        return "fp8-b128"
+    return wts
+
+
+def budget(engine: str, hw) -> int:
+    """The engine's default tokens per iteration (docs/validation.md, "Serving", quotes each source): vLLM
+    `vllm serve` max_num_batched_tokens 8192 on GPUs of >= 70 GiB (engine/arg_utils.py); SGLang
+    chunked_prefill_size 8192 below 160 GiB (H100, H200) and 16384 above (B200, B300, GB200, GB300)
+    (server_args.py _handle_gpu_memory_settings); TensorRT-LLM max_num_tokens 8192 (BuildConfig). Under attention
+    DP it is one rank's in vLLM and TensorRT-LLM, the worker's in SGLang (worker_budget)."""
+    if engine == "sglang" and hw.memory_capacity >= 160 * 2**30:
+        return 16384
+    return 8192
+
+
+
+
+def _num(x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _int(x) -> int | None:
+    v = _num(x)
+    return int(v) if math.isfinite(v) and v >= 1 and v == int(v) else None
+
+
+def load(path=None):
+    """The silicon sample as a DataFrame (the shipped copy, or a CSV of the same columns). One line on a bad file."""
+    import pandas as pd
+
+    from ..fileio import user_path
+
+    p = user_path(SAMPLE if path is None else path, "--sample")
+    name = str(path) if path is not None else "silicon_sample.csv"
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise SpecError(name, None, f"cannot be read ({e.strerror or e})") from None
+    if size > MAX_FILE_BYTES:
+        raise SpecError(name, None, f"is {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} for a silicon sample")
+    try:
+        df = pd.read_csv(p, dtype={"id": str, "backend_version": str}, keep_default_na=True)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise SpecError(name, None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise SpecError(name, missing[0], f"missing column (the silicon sample's columns: {', '.join(COLUMNS[:6])}, ...)")
+    for c in ("isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"):
+        v = pd.to_numeric(df[c], errors="coerce")
+        bad = ~(np.isfinite(v) & (v > 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise SpecError(name, f"row {i + 2}, column {c}", f"expected a positive number, got {df[c].iloc[i]!r}")
+    if df["id"].duplicated().any():
+        raise SpecError(name, "id", f"duplicate id {df['id'][df['id'].duplicated()].iloc[0]!r}")
+    return df
+
+
+def concurrency(row) -> int | None:
+    """The clients of the benchmark: silicon_concurrency in silicon_data_source (AIPerf's --concurrency), else
+    from the id (_c<N>_), else batch size x attention-DP ranks (agg) or x decode workers (disagg)."""
+    for text, pat in ((row.get("silicon_data_source"), r"silicon_concurrency=(\d+)"), (row.get("id"), r"_c(\d+)_")):
+        m = re.search(pat, str(text)) if isinstance(text, str) else None
+        if m and int(m.group(1)) >= 1:
+            return int(m.group(1))
+    if row["mode"] == "agg":
+        b, d = _int(row["batch_size"]), _int(row["attention_dp_size"]) or 1
+        return None if b is None else b * d
+    b, w, d = _int(row["decode_batch_size"]), _int(row["decode_num_workers"]), _int(row["decode_attention_dp_size"]) or 1
+    return None if b is None or w is None else b * w * d
+
+
+def _layout(model, tp, adp) -> tuple[Layout | None, str]:
+    """AIConfigurator's worker layout (tp, attention_dp) as perfmodel's, or None and why not."""
+    t, d = _int(tp), _int(adp) or 1
+    if t is None:
+        return None, "no tp_size"
+    if d > 1 and not model.moe:
+        return None, f"attention_dp {d} on a dense model"
+    if model.N % t or (model.K % t and t % model.K):
+        return None, f"tp {t} does not divide {model.N} heads / {model.K} KV heads"
+    if d > 1 and model.moe.n_experts % d:
+        return None, f"{model.moe.n_experts} experts do not split over {d} attention-DP groups"
+    return Layout(t, 1, d, 1), ""
+
+
+def plan(df) -> list[dict]:
+    """Per row: the catalog model and device, precision, layouts, concurrency and workers, or the reason the row
+    cannot be predicted ("status": "ok" or "skipped", "reason")."""
+    from .. import api
+
+    out, specs = [], {}
+    for row in df.to_dict("records"):
+        r = {"id": row["id"], "status": "skipped", "reason": "", "assumed": ""}
+        out.append(r)
+        name, dev = MODELS.get(row["model_path"]), SYSTEMS.get(row["system"])
+        if name is None:
+            r["reason"] = f"model {row['model_path']} not in the catalog"
+            continue
+        if dev is None:
+            r["reason"] = f"system {row['system']} not in the catalog"
+            continue
+        try:
+            if (name, dev) not in specs:
+                (m,), (hw,) = api.specs(name, dev, None)
+                specs[(name, dev)] = (m, hw)
+        except SpecError as e:
+            r["reason"] = f"{name} or {dev} not in the catalog ({e.problem})"
+            continue
+        m, hw = specs[(name, dev)]
+        q = row["gemm_quant_mode"] if isinstance(row["gemm_quant_mode"], str) else row["precision"]
+        if not isinstance(q, str):
+            q = "bf16"
+            r["assumed"] = "precision not given: bf16 (the checkpoint's own)"
+        if q not in PRECISION:
+            r["reason"] = f"quant mode {q} not mapped"
+            continue
+        n = concurrency(row)
+        if n is None:
+            r["reason"] = "no concurrency"
+            continue
+        wts, act, kv = PRECISION[q]
+        wts = weights_format(row, wts)
+        if act == "nvfp4" and "fp4" not in hw.peak_flops:  # no fp4 tensor cores (Hopper): fp4 weights, 16-bit math
+            act = "bf16"
+            r["assumed"] = "; ".join(x for x in (r["assumed"], f"{dev} has no fp4 tensor cores: fp4 weights with bf16 "
+                                                 "activations (W4A16, as the engines run them there)") if x)
+        r.update(model=name, hardware=dev, weights=wts, act=act, kv=kv,
+                 concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
+                 budget=budget(row["backend"], hw))
+        if row["mode"] == "agg":
+            lay, why = _layout(m, row["tp_size"], row["attention_dp_size"])
+            if lay is None:
+                r["reason"] = why
+                continue
+            r.update(layout=lay, status="ok")
+        else:
+            lp, why_p = _layout(m, row["prefill_tp_size"], row["prefill_attention_dp_size"])
+            ld, why_d = _layout(m, row["decode_tp_size"], row["decode_attention_dp_size"])
+            if lp is None or ld is None:
+                r["reason"] = f"prefill: {why_p}" if lp is None else f"decode: {why_d}"
+                continue
+            wp, wd = _int(row["prefill_num_workers"]), _int(row["decode_num_workers"])
+            if wp is None or wd is None:
+                wp, wd = wp or 1, wd or 1
+                r["assumed"] = "; ".join(x for x in (r["assumed"], f"workers not given: {wp} prefill, {wd} decode") if x)
+            r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
+    return out
+
+
+# how an engine batches prompts with decodes: SGLang runs prefill batches apart (enable_mixed_chunk off by default,
+# server_args.py; its scheduler runs a waiting prefill batch before the decode batch, get_next_batch_to_run), vLLM V1
+# and TensorRT-LLM put the prompts' tokens in the decode steps (chunked: fastsim's default)
+PREFILL = {"sglang": "separate"}
+
+
+def worker_budget(p: dict, lay: Layout) -> int:
+    """The tokens per iteration of one worker of this layout, from the engine's default p["budget"] (budget).
+    Under attention DP (lay.ep ranks) TensorRT-LLM and vLLM run one scheduler per rank, each with the whole
+    default (TensorRT-LLM: each rank its own executor, max_num_tokens asserted per rank: NVIDIA/TensorRT-LLM#14481,
+    ai-dynamo/dynamo#11982; vLLM: "each DP rank is deployed as a separate 'core engine' process", docs
+    serving/data_parallel_deployment.md), so the worker runs lay.ep times it;
+    SGLang divides chunked_prefill_size among the ranks (server_args.py _handle_data_parallelism:
+    chunked_prefill_size // dp_size), so its worker runs the default."""
+    return p["budget"] if p.get("engine") == "sglang" else p["budget"] * lay.ep
