@@ -218,9 +218,9 @@ PREFILL = {"sglang": "separate"}
 def worker_budget(p: dict, lay: Layout) -> int:
     """The tokens per iteration of one worker of this layout, from the engine's default p["budget"] (budget).
     Under attention DP (lay.ep ranks) TensorRT-LLM and vLLM run one scheduler per rank, each with the whole
-    default (TensorRT-LLM: each rank its own executor, max_num_tokens asserted per rank: NVIDIA/TensorRT-LLM#14481,
-    ai-dynamo/dynamo#11982; vLLM: "each DP rank is deployed as a separate 'core engine' process", docs
-    serving/data_parallel_deployment.md), so the worker runs lay.ep times it;
-    SGLang divides chunked_prefill_size among the ranks (server_args.py _handle_data_parallelism:
-    chunked_prefill_size // dp_size), so its worker runs the default."""
+    default, so the worker runs lay.ep times it. TensorRT-LLM: each rank runs its own executor and scheduler and
+    nothing divides the limits by the DP size (ai-dynamo/dynamo#11982; the per-rank max_num_tokens assert:
+    NVIDIA/TensorRT-LLM#14481). vLLM: "each DP rank is deployed as a separate 'core engine' process" (docs,
+    serving/data_parallel_deployment.md). SGLang divides chunked_prefill_size among the ranks (server_args.py
+    _handle_data_parallelism: chunked_prefill_size // dp_size), so its worker runs the default."""
     return p["budget"] if p.get("engine") == "sglang" else p["budget"] * lay.ep
