@@ -357,12 +357,13 @@ def _is_attention(op: Op) -> bool:
 def _busiest_group(T, S, ep: int) -> np.ndarray:
     """Sequences of the busiest of ep attention groups (each runs whole sequences of its own): greedy
     longest-first assignment of the sequences to the least-loaded group by tokens attended."""
-    if ep <= 1 or T.size <= 1:
+    if ep <= 1 or T.size <= 1:  # mutation: equivalent - a shortcut: the loop below gives all to group 0, the argmax
         return np.ones(T.size, dtype=bool)
     import heapq
 
     w = T * S
-    heap = [(0.0, k) for k in range(ep)]  # (load, group): the least loaded first, the lowest group among equals
+    # (load, group): the least loaded first, the lowest group among equals
+    heap = [(0.0, k) for k in range(ep)]  # mutation: equivalent - equal start loads, only their order counts
     owner = np.empty(T.size, dtype=int)
     for i in np.argsort(-w, kind="stable").tolist():
         load, k = heap[0]

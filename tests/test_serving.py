@@ -410,3 +410,30 @@ def test_the_step_memo_is_bounded_and_emptying_it_changes_no_time(monkeypatch):
     got = [small(r) for r in rows + rows]
     assert got == want + want
     assert sum(len(k) for k in small.cache) <= 7 and len(big.cache) > 7
+
+
+@pytest.mark.parametrize("pp", [2, 3])
+def test_an_iteration_of_a_pipelined_server_is_refused_not_priced_as_one_stage(pp):
+    """Iteration-level scheduling is modelled for tp, ep and replicas: a pipeline of any depth, two stages
+    included, is refused with the reason, never priced as if it had one stage."""
+    from perfmodel.ops import Layout
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    with pytest.raises(SpecError, match="not pipelines"):
+        engine.mixed_step(m, hw, [1, 1], [128, 256], layout=Layout(pp=pp))
+    assert engine.mixed_step(m, hw, [1, 1], [128, 256], layout=Layout(pp=1))["latency_s"] > 0
+
+
+def test_the_busiest_attention_group_is_the_one_that_attends_the_most_tokens():
+    """Under attention DP the sequences go longest-first to the least-loaded group (the lower group on a tie);
+    the step waits for the group that attends the most tokens. One group, or one sequence, is that group's."""
+    T = np.array([1, 1, 1, 1])
+    # 1000 -> g0; 900 -> g1; 50 -> g1 (950); 10 -> g1 (960): g0 (1000) is the busiest
+    assert engine._busiest_group(T, np.array([1000, 900, 50, 10]), 2).tolist() == [True, False, False, False]
+    # 1000 -> g0; 900 -> g1; 150 -> g1 (1050); 10 -> g0 (1010): g1 is the busiest
+    assert engine._busiest_group(T, np.array([1000, 900, 150, 10]), 2).tolist() == [False, True, True, False]
+    # 1000 -> g0; 900 -> g1; 100 -> g1 (1000, a tie); 50 -> g0, the lower of the tied groups (1050)
+    assert engine._busiest_group(T, np.array([1000, 900, 100, 50]), 2).tolist() == [True, False, False, True]
+    assert engine._busiest_group(T, np.array([1000, 900, 100, 50]), 1).tolist() == [True] * 4
+    assert engine._busiest_group(T[:1], np.array([7]), 4).tolist() == [True]
+    assert engine._busiest_group(np.array([512, 1]), np.array([512, 4096]), 2).tolist() == [True, False]  # T x S
