@@ -335,13 +335,6 @@ def max_batch(model: Model, capacity: float, context, prec: Precision | None = N
     return out.reshape(np.shape(context)) if np.ndim(context) else float(out[0])
 
 
-def kv_bytes_per_token(model: Model, context, prec: Precision | None = None):
-    """Average KV bytes per token of one sequence at that context (sliding windows and fixed
-    states make it depend on S; for full attention it is the constant 2*K*H*L*bytes)."""
-    S = np.asarray(context, dtype=np.float64)
-    return per_sequence(model, S, prec)["kv_bytes_per_seq"] / S
-
-
 def kv_growth_per_token(model: Model, prec: Precision | None = None, layout: Layout | None = None) -> float:
     """KV bytes one more token adds while the context is below every window: 2*K*H*L_kv*bytes
     (on the device that holds it, for a layout)."""
