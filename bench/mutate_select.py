@@ -297,11 +297,22 @@ def header_body(src: bytes, first: int, last: int) -> int | None:
     return best[1] if best else None
 
 
+def enclosing_function(src: bytes, line: int) -> str | None:
+    """The name of the innermost function whose body holds the line, or None at module level."""
+    best = None
+    for n in ast.walk(ast.parse(src)):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.body[0].lineno <= line <= n.end_lineno:
+            if best is None or n.lineno >= best.lineno:
+                best = n
+    return best.name if best else None
+
+
 def readers(sources: dict, file: str, first: int, last: int) -> list[tuple[str, int]]:
     """(file, line) of every line that reads what the module-level statement at first..last binds, and, since
     a module-level statement that reads it binds something computed from it (a table of constants), what
-    that one binds, and so on: the only places its value reaches, save by name lookup at run time
-    (getattr, dataclasses.fields)."""
+    that one binds, and so on; a function that reads it passes it on to whoever calls the function, a
+    statement that builds a table at import (`UNITS = _table()`) included: the only places its value reaches,
+    save by name lookup at run time (getattr, dataclasses.fields)."""
     names = bound_names(sources[file], first, last)
     seen_names: set = set()
     found: set = set()
@@ -316,6 +327,10 @@ def readers(sources: dict, file: str, first: int, last: int) -> list[tuple[str, 
                 found.add((f, ln))
                 if ln in top:
                     names |= bound_names(sources[f], ln, ln)
+                else:
+                    fn = enclosing_function(sources[f], ln)
+                    if fn is not None:
+                        names.add(fn)  # its callers read it too
     return sorted(found)
 
 

@@ -83,6 +83,11 @@ def test_a_module_level_mutant_first_gets_the_tests_that_read_what_its_statement
     # a table built at import from the constant carries it on: whoever reads the table reads it too
     srcs["table.py"] = b"from units import GiB\nSIZES = {'h100': 80 * GiB}\n\n\ndef size(n):\n    return SIZES[n]\n"
     assert ("table.py", 2) in ms.readers(srcs, "units.py", 1, 1) and ("table.py", 6) in ms.readers(srcs, "units.py", 1, 1)
+    # a table built at import by a function that reads the constant: whoever reads the table reads it too (units.py's
+    # prefixes -> _table() -> UNITS -> parse_quantity; before, nothing past the function's body was selected)
+    built = b"K = 1e3\n\n\ndef _table():\n    return {'kB': K}\n\n\nUNITS = _table()\n\n\ndef parse(u):\n    return UNITS[u]\n"
+    assert ms.enclosing_function(built, 5) == "_table" and ms.enclosing_function(built, 8) is None
+    assert ms.readers({"u.py": built}, "u.py", 1, 1) == [("u.py", 5), ("u.py", 8), ("u.py", 12)]
     # a default in a function's header: the tests that called the function, i.e. ran its first body line
     hdr = b"@cache\ndef area(a,\n         b=2.0):\n    return a * b\n"
     assert ms.header_body(hdr, 3, 3) == 4 and ms.header_body(hdr, 1, 1) == 4 and ms.header_body(hdr, 4, 4) is None
