@@ -128,7 +128,7 @@ def fmt_count(x: float) -> str:
 def fmt_time(x: float) -> str:
     if x is None or not math.isfinite(x):
         return "-"
-    for unit, f in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if abs(x) >= f or unit == "ns":
+    for unit, f in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(x) >= f:
             return f"{x / f:.4g} {unit}"
-    return f"{x} s"
+    return f"{x / 1e-9:.4g} ns"

@@ -83,7 +83,8 @@ def test_a_count_that_is_not_one_says_how_to_write_it():
                                       (fmt_bytes_bin, 2.0**50, "1 PiB"), (fmt_rate, 3.35e12, "3.35 TB/s"),
                                       (fmt_flops, 989e12, "989 TFLOP/s"), (fmt_count, 128e3, "128 k"),
                                       (fmt_count, 12.0, "12"), (fmt_bytes, 0.0, "0 B"), (fmt_bytes, math.nan, "-"),
-                                      (fmt_time, 2.5, "2.5 s"), (fmt_time, 0.0125, "12.5 ms"),
+                                      (fmt_time, 2.5, "2.5 s"), (fmt_time, 1.0, "1 s"), (fmt_time, 1e-3, "1 ms"),
+                                      (fmt_time, 1e-6, "1 µs"), (fmt_time, 0.0125, "12.5 ms"), (fmt_time, -0.5, "-500 ms"),
                                       (fmt_time, 3e-6, "3 µs"), (fmt_time, 4e-9, "4 ns"), (fmt_time, 1e-12, "0.001 ns"),
                                       (fmt_time, math.inf, "-"), (fmt_bytes, -2e9, "-2 GB")])
 def test_quantities_print_with_the_largest_prefix_under_the_base(f, x, text):
