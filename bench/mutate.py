@@ -560,11 +560,12 @@ def save(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-_EQUIV = re.compile(r"^\|\s*`([^`]+)`\s*\|.*\|\s*(equivalent|accepted)\s*\|", re.IGNORECASE)
+_EQUIV = re.compile(r"^\|\s*`([^`]+)`\s*\|.*\|\s*(equivalent|accepted|killed since|went away)\s*\|", re.IGNORECASE)
 
 
 def classified(doc: Path | None) -> dict:
-    """Mutant id -> 'equivalent' or 'accepted', from the survivors table of docs/mutation.md."""
+    """Mutant id -> 'equivalent', 'accepted', 'killed since' (by a test written after the run, checked by hand or
+    by a re-run) or 'went away' (its code removed or rewritten), from the survivors tables of docs/mutation.md."""
     out: dict = {}
     if doc and doc.exists():
         for line in doc.read_text().splitlines():
@@ -583,13 +584,21 @@ def report(data: dict, doc: Path | None) -> str:
     surv = [m for m in ms if m["outcome"] == "survived"]
     equiv = sum(1 for m in surv if cls.get(m["id"]) == "equivalent")
     accepted = sum(1 for m in surv if cls.get(m["id"]) == "accepted")
+    since = sum(1 for m in surv if cls.get(m["id"]) == "killed since")
+    gone = sum(1 for m in surv if cls.get(m["id"]) == "went away")
     uncovered = sum(1 for m in surv if m.get("stage") == "uncovered")
     run = killed + timeout + survived
     score = (killed + timeout) / (run - equiv) if run > equiv else float("nan")
     lines = [f"mutants run: {run} (+ {error} that do not compile, + {built} equivalent by construction, not run), "
              f"killed {killed}, timeout {timeout}, survived {survived} ({uncovered} on lines no test runs; "
-             f"{equiv} equivalent, {accepted} accepted, {survived - equiv - accepted} unexplained)",
-             f"score: (killed + timeout) / (run - equivalent) = {score:.4f}", ""]
+             f"{equiv} equivalent, {accepted} accepted, {since} killed since, {gone} went away, "
+             f"{survived - equiv - accepted - since - gone} unexplained)",
+             f"score: (killed + timeout) / (run - equivalent) = {score:.4f}"]
+    if since or gone:  # the same, with the tests written for the survivors and without the code that is gone
+        now = (killed + timeout + since) / (run - equiv - gone) if run > equiv + gone else float("nan")
+        lines.append(f"with the survivors killed since and without the code gone: (killed + timeout + killed since) / "
+                     f"(run - equivalent - went away) = {now:.4f}")
+    lines.append("")
     per: dict = {}
     for m in ms:
         d = per.setdefault(m["file"], [0, 0, 0])

@@ -108,6 +108,22 @@ def test_the_report_counts_equivalents_by_construction_apart_and_out_of_the_scor
     assert "| m.py | 2 | 1 | 1 |" in text
 
 
+def test_survivors_killed_since_or_gone_are_reported_apart_from_the_recorded_score(tmp_path):
+    """A survivor that a test written after the run kills, or whose code was removed, is classified so in
+    docs/mutation.md's tables: the recorded score stays as run, and a second line gives the score with them."""
+    data = {"mutants": [{"id": k, "file": "m.py", "line": i, "outcome": o, "original": "1", "mutated": "2",
+                         "stage": "covering"} for i, (k, o) in enumerate([("a", "killed"), ("b", "survived"),
+                                                                           ("c", "survived"), ("d", "survived"),
+                                                                           ("e", "survived")])]}
+    doc = tmp_path / "mutation.md"
+    doc.write_text("| `b` | 1 | x | killed since | test_b |\n| `c` | 2 | x | went away | removed |\n"
+                   "| `d` | 3 | x | equivalent | why |\n")
+    text = mutate.report(data, doc)
+    assert "1 equivalent, 0 accepted, 1 killed since, 1 went away, 1 unexplained" in text
+    assert "(run - equivalent) = 0.2500" in text  # 1 killed of 5 run, 1 equivalent
+    assert "(run - equivalent - went away) = 0.6667" in text  # (1 + 1) / (5 - 1 - 1)
+
+
 def test_the_fork_server_runs_each_request_on_the_code_as_it_is_on_disk_then(tmp_path):
     # nothing of the code under test lives in the server: a mutant written between two requests is what runs
     (tmp_path / "calc.py").write_text("def area(a, b):\n    return a * b\n")
