@@ -3,6 +3,7 @@ closed-loop simulations; the per-point table lets anyone recompute the errors.""
 import csv
 import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -228,6 +229,12 @@ def test_a_saved_table_or_peer_file_that_is_not_one_is_refused(tmp_path, capsys)
     bad.write_text("id,foo\n1,2\n")
     assert main(["validate", "--serving", "--points", str(bad)]) == 2
     assert "x.csv: mode: missing column" in capsys.readouterr().err
+    # a table with every column but one the summary reads: one line, not a KeyError
+    t = pd.read_csv(Path(__file__).resolve().parent.parent / "docs" / "validation" / "serving" / "points.csv", nrows=10)
+    for col in ("assumed", "reason"):
+        t.drop(columns=[col]).to_csv(bad, index=False)
+        assert main(["validate", "--serving", "--points", str(bad)]) == 2
+        assert f"x.csv: {col}: missing column" in capsys.readouterr().err
 
 
 def test_the_whole_sample_is_refused_up_front_without_max_points(capsys):

@@ -102,8 +102,8 @@ def load_points(path):
                         na_values=[""])
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise SpecError(str(path), None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
-    need = ("id", "mode", "status", "backend", "system", "model_path", "serving_mode", "band", "measured_ttft_ms",
-            "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms", "ttft_error", "tpot_error")
+    need = ("id", "mode", "status", "backend", "system", "model_path", "serving_mode", "band", "reason", "assumed",
+            "measured_ttft_ms", "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms", "ttft_error", "tpot_error")
     missing = [c for c in need if c not in t.columns]
     if missing:
         raise SpecError(str(path), missing[0], "missing column (write the table with `perfmodel validate --serving -o`)")
