@@ -617,6 +617,20 @@ def report(data: dict, doc: Path | None) -> str:
     return "\n".join(lines)
 
 
+def only_these(todo: list, ids: list, path: Path | None) -> list:
+    """The mutants of `todo` named by --only (ids) and --only-file (one id a line), in todo's order; all of them
+    when neither is given."""
+    if not ids and path is None:
+        return todo
+    want = set(ids)
+    if path is not None:
+        try:
+            want |= {x.strip() for x in path.read_text().splitlines() if x.strip()}
+        except OSError as e:
+            raise SystemExit(f"--only-file: {path}: cannot be read ({e.strerror or e})")
+    return [m for m in todo if m.id in want]
+
+
 # ---------------------------------------------------------------- main
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -646,6 +660,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rerun", choices=["survived", "timeout", "error"], help="rerun the mutants of --out "
                                                                                "with this outcome")
     ap.add_argument("--only", nargs="*", default=[], help="run only these mutant ids")
+    ap.add_argument("--only-file", type=Path, help="run only the mutant ids listed in this file, one a line (an id "
+                                                   "holds spaces and may hold ' -', which a shell or argparse splits)")
     ap.add_argument("--report", type=Path, help="summarise a results file and exit")
     ap.add_argument("--equivalent", type=Path, default=ROOT / "docs" / "mutation.md",
                     help="document whose survivors table classifies survivors (equivalent / accepted)")
@@ -696,8 +712,7 @@ def main(argv=None) -> int:
             todo = sorted(rng.sample(todo, min(a.sample, len(todo))), key=lambda m: (m.file, m.start))
         if a.resume:
             todo = [m for m in todo if m.id not in done]
-    if a.only:
-        todo = [m for m in todo if m.id in set(a.only)]
+    todo = only_these(todo, a.only, a.only_file)
     for m in todo:  # equivalent by construction: recorded, never run
         if m.outcome == "equivalent" and not a.planted:
             done[m.id] = {k: v for k, v in asdict(m).items() if k not in ("start", "end")}

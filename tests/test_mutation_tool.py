@@ -238,3 +238,18 @@ def test_the_map_puts_each_module_level_memo_back_as_imported_before_every_test_
             sys.modules.pop(k)
         for k in [k for k in ms._MEMOS if k[0].startswith("memofake")]:
             ms._MEMOS.pop(k)
+
+
+def test_mutants_named_in_a_file_are_run_whatever_their_ids_hold(tmp_path):
+    """Ids hold spaces and ' -' ("binop -->+:0"), which a shell or argparse splits: --only-file reads them one a
+    line."""
+    ms_ = mutate.mutants_of("m.py", b"def f(a, b):\n    return a - b if a > 1 else b\n")
+    ids = [m.id for m in ms_]
+    assert any(" -" in i for i in ids)
+    f = tmp_path / "ids.txt"
+    f.write_text(ids[0] + "\n\n" + ids[-1] + "\n")
+    assert [m.id for m in mutate.only_these(ms_, [], f)] == [ids[0], ids[-1]]
+    assert [m.id for m in mutate.only_these(ms_, [ids[1]], f)] == [ids[0], ids[1], ids[-1]]
+    assert mutate.only_these(ms_, [], None) == ms_
+    with pytest.raises(SystemExit, match="--only-file"):
+        mutate.only_these(ms_, [], tmp_path / "missing.txt")
