@@ -437,3 +437,16 @@ def test_the_busiest_attention_group_is_the_one_that_attends_the_most_tokens():
     assert engine._busiest_group(T, np.array([1000, 900, 100, 50]), 1).tolist() == [True] * 4
     assert engine._busiest_group(T[:1], np.array([7]), 4).tolist() == [True]
     assert engine._busiest_group(np.array([512, 1]), np.array([512, 4096]), 2).tolist() == [True, False]  # T x S
+
+
+def test_the_step_cost_counts_each_composition_it_prices_once():
+    """`step_evaluations` in a run's summary is the number of distinct batch compositions priced: a repeated
+    composition comes from the memo and is not counted again."""
+    from perfmodel.serving import StepCost
+
+    sc = StepCost(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision(), quantum=16)
+    a = sc([(1, 100), (1, 200)])
+    assert sc([(1, 200), (1, 100)]) == a and sc.calls == 1  # the same rows in another order: one composition
+    sc([(1, 100), (1, 120)])  # 120 rounds up to 128 with quantum 16: a new composition
+    sc([(1, 100), (1, 125)])  # 125 -> 128 as well: the same one
+    assert sc.calls == 2 and len(sc.cache) == 2

@@ -50,7 +50,7 @@ class StepCost:
         """Memoize one composition; the memo is emptied when its keys hold more than MAX_HELD_ROWS rows (a long
         run of many compositions grew it to gigabytes: the serving validation's workers reached 7-8 GB)."""
         self.held += len(key)
-        if self.held > MAX_HELD_ROWS:
+        if self.held > MAX_HELD_ROWS:  # mutation: equivalent - a memory bound: an emptied memo prices the same
             self.cache.clear()
             self.held = len(key)
         self.cache[key] = t
