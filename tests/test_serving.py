@@ -450,3 +450,23 @@ def test_the_step_cost_counts_each_composition_it_prices_once():
     sc([(1, 100), (1, 120)])  # 120 rounds up to 128 with quantum 16: a new composition
     sc([(1, 100), (1, 125)])  # 125 -> 128 as well: the same one
     assert sc.calls == 2 and len(sc.cache) == 2
+
+
+def test_when_the_attention_ops_change_shape_with_the_sizes_the_step_cost_is_mixed_step_itself():
+    """The incremental step cost replays attention terms row by row on the op templates of its first build. If
+    a later build's attention ops are not the same list (names), it cannot replay them and returns
+    engine.mixed_step's time for the whole step instead; the rows it could replay keep being replayed."""
+    from perfmodel.serving.stepcost import MixedStep
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    tm = engine.time_model("roofline", hw, None)
+    ms = MixedStep(m, hw, Precision(), tm=tm)
+    first = ms(((1, 128), (1, 256)))
+    assert first == pytest.approx(engine.mixed_step(m, hw, [1, 1], [128, 256], tm=tm)["latency_s"], rel=1e-12)
+    ops, names = ms.templates["decode"]
+    ms.templates["decode"] = (ops, names + ["another_kernel"])  # as if the op list had grown a kernel
+    T, S = [1, 1, 1], [128, 300, 512]  # 300 and 512 are new rows: they must be built, and do not match
+    got = ms(tuple(zip(T, S)))
+    assert got == engine.mixed_step(m, hw, T, S, tm=tm)["latency_s"]
+    assert (1, 300) not in ms.rows["decode"]  # nothing of the unmatched build was kept
+    assert ms(((1, 128), (1, 256))) == first  # known rows still replay
