@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..ops import Layout
-from .silicon_report import MAX_FILE_BYTES
+from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
 DATA = Path(__file__).resolve().parent.parent / "measure" / "data" / "aiconfigurator"
 SAMPLE = DATA / "silicon_sample.csv"
@@ -204,7 +204,7 @@ def plan(df) -> list[dict]:
             wp, wd = _int(row["prefill_num_workers"]), _int(row["decode_num_workers"])
             if wp is None or wd is None:
                 wp, wd = wp or 1, wd or 1
-                r["assumed"] = "; ".join(x for x in (r["assumed"], f"workers not given: {wp} prefill, {wd} decode") if x)
+                r["assumed"] = "; ".join(x for x in (r["assumed"], f"{WORKERS_ASSUMED}: {wp} prefill, {wd} decode") if x)
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
 

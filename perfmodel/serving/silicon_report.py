@@ -20,11 +20,14 @@ CATEGORIES = (("overall", None), ("backend", "backend"), ("system", "system"), (
               ("serving", "serving_mode"), ("deployment", "deployment"), ("concurrency", "band"))
 
 
+WORKERS_ASSUMED = "workers not given"  # how `assumed` starts the note of a disagg row without worker counts (plan)
+
+
 def with_deployment(points) -> "pd.DataFrame":
     """The table with its "deployment" column: agg, or disagg with its worker counts as recorded, or assumed (a row
     that does not record them is predicted with one prefill and one decode worker and says so in `assumed`)."""
     t = points.copy()
-    assumed = t["assumed"].fillna("").astype(str).str.contains("workers not given")
+    assumed = t["assumed"].fillna("").astype(str).str.contains(WORKERS_ASSUMED, regex=False)
     t["deployment"] = np.where(t["serving_mode"] == "agg", "agg",
                                np.where(assumed, "disagg, workers assumed", "disagg, workers recorded"))
     return t
