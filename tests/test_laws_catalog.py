@@ -239,11 +239,14 @@ def test_max_batch_fits_and_one_more_sequence_does_not_with_any_layout_and_overh
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v2-lite"])
 def test_a_device_exactly_as_big_as_b_sequences_holds_b_of_them_and_one_byte_less_does_not(name):
-    """max_batch counts a batch whose memory equals the capacity to the byte as fitting (<=, as `fits` does)."""
+    """max_batch counts a batch whose memory equals the capacity to the byte as fitting (<=, as `fits` does).
+    Exact equality is safe here: in bf16 every term (stored weights, KV, activations) is a whole number of bytes
+    far below 2**53, so any order of summing them gives the same float (checked below)."""
     m = MODELS[name]
     hw = HARDWARE["h100-sxm"]
     for B in (1.0, 37.0):
         need = float(engine.evaluate(m, hw, B, 4096.0, mode="simple")["memory_bytes"][0, 0])
+        assert need.is_integer() and need < 2**53
         assert engine.max_batch(m, need, 4096.0) == B
         assert engine.max_batch(m, need - 1.0, 4096.0) == B - 1
 
