@@ -345,3 +345,28 @@ def test_sglang_runs_its_prompts_in_prefill_batches_of_their_own_and_the_others_
         assert r["ttft_s"] == mine["ttft_profile"] and r["tpot_s"] == mine["tpot_profile"]
         out[engine] = r
     assert out["sglang"] != out["vllm"]  # the two schedules differ on this point
+
+
+def test_a_row_that_ran_a_requantized_checkpoint_prices_the_experts_in_the_row_s_format(sample):
+    """Kimi-K2.5's catalog spec pins its routed experts to int4-g32 (moonshotai's INT4 checkpoint). Its nvfp4 rows
+    ran an NVFP4 checkpoint: their experts are nvfp4 (a number class the pinned INT4 is not); its int4_wo rows keep
+    the checkpoint's int4-g32, gpt-oss's fp4 rows its MXFP4 (of one class with nvfp4), and a model that pins
+    nothing is left alone."""
+    kimi, oss, r1 = (pm.load_model(n) for n in ("kimi-k2.5", "gpt-oss-120b", "deepseek-r1"))
+    row = {"gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}
+    assert silicon.experts_format(kimi, row) == "nvfp4"
+    assert silicon.experts_format(kimi, dict(row, moe_quant_mode="fp8_block")) == "fp8-b128"
+    assert silicon.experts_format(kimi, {"moe_quant_mode": "int4_wo"}) is None
+    assert silicon.experts_format(kimi, {"moe_quant_mode": math.nan}) is None
+    assert silicon.experts_format(oss, row) is None
+    assert silicon.experts_format(r1, row) is None
+    rows = sample[sample["model_path"] == "moonshotai/Kimi-K2.5"]
+    by = {p["id"]: p for p in silicon.plan(rows) if p["status"] == "ok"}
+    quant = dict(zip(rows["id"], rows["moe_quant_mode"]))
+    assert {p.get("experts") for i, p in by.items() if quant[i] == "nvfp4"} == {"nvfp4"}
+    assert {p.get("experts") for i, p in by.items() if quant[i] == "int4_wo"} == {None}
+    plans = list(by.values())
+    # the instance builds its model with the row's experts
+    p = next(p for p in plans if p.get("experts") == "nvfp4" and p["engine"] == "vllm")
+    inst = silicon.Predictor("roofline").instance(p, p["layout"], 8192)
+    assert inst.model.weight_format("experts") == "nvfp4"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SpecError
+from ..formats import get_format
 from ..ops import Layout
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
@@ -57,6 +58,21 @@ def weights_format(row, wts: str) -> str:
     if wts == "fp8" and "fp8_block" in (row.get("gemm_quant_mode"), row.get("moe_quant_mode")):
         return "fp8-b128"
     return wts
+
+
+def experts_format(model, row) -> str | None:
+    """The routed experts' format where the row's checkpoint is not the catalog model's: a model that pins its
+    experts (weight_formats) to the checkpoint's own format, measured with a MoE quant mode of another number
+    class, ran a re-quantized checkpoint, whose experts are in the row's format. Kimi-K2.5 pins int4-g32
+    (moonshotai's compressed-tensors INT4); its nvfp4 rows ran an NVFP4 checkpoint, whose routed experts are NVFP4
+    (NVIDIA's ModelOpt split, as huggingface.co/decart-ai/Kimi-K2.7-Code-NVFP4 describes nvidia/Kimi-K2.6-NVFP4's:
+    "routed-expert linear layers are quantized to NVFP4"). Of one class (gpt-oss's MXFP4 experts in a row that says
+    nvfp4, Kimi's INT4 in an int4_wo row) the checkpoint's own format stays. None: the model's formats as they are."""
+    pinned, q = model.weight_format("experts"), row.get("moe_quant_mode")
+    if not pinned or not isinstance(q, str) or q not in PRECISION:
+        return None
+    fmt = weights_format(row, PRECISION[q][0])
+    return fmt if get_format(fmt).peak != get_format(pinned).peak else None
 
 
 def budget(engine: str, hw) -> int:
@@ -186,6 +202,9 @@ def plan(df) -> list[dict]:
             act = "bf16"
             r["assumed"] = "; ".join(x for x in (r["assumed"], f"{dev} has no fp4 tensor cores: fp4 weights with bf16 "
                                                  "activations (W4A16, as the engines run them there)") if x)
+        ex = experts_format(m, row)
+        if ex:
+            r["experts"] = ex
         r.update(model=name, hardware=dev, weights=wts, act=act, kv=kv,
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
                  budget=budget(row["backend"], hw))
