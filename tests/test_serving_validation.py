@@ -159,6 +159,64 @@ def test_disaggregated_points_are_summarized_apart_by_whether_their_worker_count
     assert s.loc[("deployment", "disagg, workers assumed"), "points"] == 2
     assert s.loc[("deployment", "disagg, workers assumed"), "tpot_median_abs"] == pytest.approx(1.5)
     assert s.loc[("serving", "disagg"), "points"] == 3
+    assert s.loc[("speculative", "not recorded"), "points"] == 4  # a table without the recipe's columns
+
+
+def test_a_table_with_the_workers_column_groups_the_recipe_rows_and_their_speculative_decoding_apart():
+    t = pd.DataFrame({"mode": ["roofline"] * 5, "status": ["ok"] * 5, "backend": ["trtllm"] * 5,
+                      "system": ["gb200"] * 5, "model_path": ["m"] * 5, "band": ["5-32"] * 5,
+                      "serving_mode": ["agg"] + ["disagg"] * 4, "assumed": [""] * 4 + ["workers not given: 1, 1"],
+                      "workers": ["", "recorded", "recipe", "recipe", "assumed"],
+                      "speculative": ["", "", "mtp", "none", ""],
+                      "ttft_error": [0.1, -0.2, 0.9, 0.7, 0.0], "tpot_error": [0.0, 0.1, 2.0, 0.4, 3.0]})
+    s = silicon.summarize(t).set_index(["category", "group"])
+    assert s.loc[("deployment", "disagg, workers from the recipe"), "points"] == 2
+    assert s.loc[("deployment", "disagg, workers from the recipe"), "tpot_median_abs"] == pytest.approx(1.2)
+    assert s.loc[("deployment", "disagg, workers recorded"), "points"] == 1
+    assert s.loc[("deployment", "disagg, workers assumed"), "tpot_median_abs"] == pytest.approx(3.0)
+    assert s.loc[("speculative", "mtp (recipe)"), "tpot_bias"] == pytest.approx(2.0)
+    assert s.loc[("speculative", "none (recipe)"), "tpot_bias"] == pytest.approx(0.4)
+    assert s.loc[("speculative", "not recorded"), "points"] == 3
+
+
+def test_the_recipe_table_names_only_disagg_rows_without_worker_counts_and_says_where_each_came_from(sample):
+    rec = silicon.recipe_workers()
+    rows = sample.set_index("id")
+    assert len(rec) == 1067
+    for i, r in rec.items():
+        row = rows.loc[i]
+        assert row["mode"] == "disagg" and (math.isnan(row["prefill_num_workers"]) or
+                                            math.isnan(row["decode_num_workers"])), i
+        assert r["prefill_workers"] >= 1 and r["decode_workers"] >= 1
+        assert r["speculative"] in ("mtp", "none", "mtp|none")
+    src = pd.read_csv(silicon.RECIPES, dtype=str, keep_default_na=False)
+    assert src["source"].str.match(r"SemiAnalysisAI/InferenceX@[0-9a-f]{12}:nvidia-master\.yaml \[").all()
+
+
+def test_a_disagg_row_without_worker_counts_takes_its_workers_and_layouts_from_its_recipe(sample, tmp_path):
+    """InferenceX's recipe c32_ctx1_gen9_tep8 (h200, 1k/1k, 288 clients): one prefill worker of 8 GPUs with
+    attention DP, nine decode workers of tensor-parallel 8. A row not in the table keeps the assumption."""
+    i = "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_disagg_1024x1024_c288_tp8_0_ep8_0_353"
+    p = silicon.plan(sample[sample["id"] == i])[0]
+    assert (p["status"], p["workers"], p["speculative"]) == ("ok", "recipe", "none")
+    assert (p["prefill_workers"], p["decode_workers"]) == (1, 9)
+    assert p["layout"] == Layout(1, 1, 8) and p["decode_layout"] == Layout(8, 1, 1)
+    assert p["assumed"] == ""
+    empty = tmp_path / "none.csv"
+    empty.write_text(silicon.RECIPES.read_text().splitlines()[0] + "\n")
+    q = silicon.plan(sample[sample["id"] == i], recipes=empty)[0]
+    assert (q["workers"], q["prefill_workers"], q["decode_workers"]) == ("assumed", 1, 1)
+    assert q["layout"] == Layout(8, 1, 1) and "workers not given" in q["assumed"]
+    rec = sample[sample["mode"] == "disagg"].dropna(subset=["prefill_num_workers", "decode_num_workers"]).head(3)
+    assert {p["workers"] for p in silicon.plan(rec)} == {"recorded"}
+
+
+@pytest.mark.parametrize("gpus, dp, want", [(8, True, (1, 8)), (8, False, (8, 1)), (8, None, (8, 2)),
+                                            (None, True, (4, 2))])
+def test_a_recipe_s_pool_is_attention_dp_over_its_gpus_or_tensor_parallel_and_falls_back_to_the_row(gpus, dp, want):
+    rec = {"prefill_gpus": gpus, "prefill_dp_attn": dp}
+    row = {"prefill_tp_size": 4, "prefill_attention_dp_size": 2}
+    assert silicon._recipe_layout(rec, row, "prefill") == want
 
 
 def test_validate_serving_from_the_cli_writes_the_table_and_the_plot(tmp_path, capsys):

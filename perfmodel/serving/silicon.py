@@ -57,8 +57,8 @@ from .silicon_report import (  # noqa: F401 (re-exported)
 )
 
 from .silicon_plan import (  # noqa: F401 (re-exported)
-    DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, weights_format, experts_format, budget, worker_budget, load,
-    concurrency, plan, _layout, _int, _num,
+    DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, weights_format, experts_format, budget,
+    worker_budget, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num,
 )
 
 MODES = ("roofline", "achievable")
@@ -373,7 +373,8 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                  "layout": _lay(p), "measured_ttft_ms": float(src["silicon_ttft_ms"]),
                  "measured_tpot_ms": float(src["silicon_tpot_ms"]), "predicted_ttft_ms": math.nan,
                  "predicted_tpot_ms": math.nan, "request_rate": math.nan, "in_flight": math.nan,
-                 "status": p["status"], "reason": p["reason"], "assumed": p["assumed"]}
+                 "status": p["status"], "reason": p["reason"], "assumed": p["assumed"],
+                 "workers": p.get("workers", ""), "speculative": p.get("speculative", "")}
             out = results.get((mode, i))
             if isinstance(out, str):
                 r.update(status="skipped", reason=out)

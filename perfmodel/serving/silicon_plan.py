@@ -161,9 +161,10 @@ def _layout(model, tp, adp) -> tuple[Layout | None, str]:
     return Layout(t, 1, d, 1), ""
 
 
-def plan(df) -> list[dict]:
+def plan(df, recipes=None) -> list[dict]:
     """Per row: the catalog model and device, precision, layouts, concurrency and workers, or the reason the row
-    cannot be predicted ("status": "ok" or "skipped", "reason")."""
+    cannot be predicted ("status": "ok" or "skipped", "reason"). A disagg row without worker counts takes them from
+    its recipe where recipe_workers (`recipes`: that table's path, default the shipped one) has it."""
     from .. import api
 
     out, specs = [], {}
@@ -215,17 +216,61 @@ def plan(df) -> list[dict]:
                 continue
             r.update(layout=lay, status="ok")
         else:
-            lp, why_p = _layout(m, row["prefill_tp_size"], row["prefill_attention_dp_size"])
-            ld, why_d = _layout(m, row["decode_tp_size"], row["decode_attention_dp_size"])
+            wp, wd = _int(row["prefill_num_workers"]), _int(row["decode_num_workers"])
+            rec = recipe_workers(recipes).get(row["id"]) if wp is None or wd is None else None
+            if rec is not None:  # the benchmark's recipe: its workers, GPUs per worker and attention DP
+                wp, wd = rec["prefill_workers"], rec["decode_workers"]
+                (tp_p, dp_p), (tp_d, dp_d) = (_recipe_layout(rec, row, s) for s in ("prefill", "decode"))
+                r.update(workers="recipe", speculative=rec["speculative"])
+            else:
+                tp_p, dp_p = row["prefill_tp_size"], row["prefill_attention_dp_size"]
+                tp_d, dp_d = row["decode_tp_size"], row["decode_attention_dp_size"]
+                r["workers"] = "recorded" if wp is not None and wd is not None else "assumed"
+            lp, why_p = _layout(m, tp_p, dp_p)
+            ld, why_d = _layout(m, tp_d, dp_d)
             if lp is None or ld is None:
                 r["reason"] = f"prefill: {why_p}" if lp is None else f"decode: {why_d}"
                 continue
-            wp, wd = _int(row["prefill_num_workers"]), _int(row["decode_num_workers"])
             if wp is None or wd is None:
                 wp, wd = wp or 1, wd or 1
                 r["assumed"] = "; ".join(x for x in (r["assumed"], f"{WORKERS_ASSUMED}: {wp} prefill, {wd} decode") if x)
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
+
+
+RECIPES = DATA.parent / "inferencex" / "disagg_workers.csv"
+_RECIPES: dict = {}
+
+
+def recipe_workers(path=None) -> dict:
+    """id -> the workers of a disaggregated row that does not record them, from the InferenceX configuration and
+    srt-slurm recipe it ran (perfmodel/measure/data/inferencex/README.md; the matching:
+    docs/validation/disagg-workers.md): prefill_workers, decode_workers, per pool its GPUs per worker and
+    attention DP (True, False or None where the recipes disagree), speculative ("mtp", "none", "mtp|none")."""
+    import csv
+
+    p = RECIPES if path is None else Path(path)
+    if p not in _RECIPES:
+        with open(p, newline="", encoding="utf-8") as f:
+            _RECIPES[p] = {r["id"]: {
+                "prefill_workers": int(r["prefill_workers"]), "decode_workers": int(r["decode_workers"]),
+                "prefill_gpus": _int(r["prefill_gpus"]), "decode_gpus": _int(r["decode_gpus"]),
+                "prefill_dp_attn": {"true": True, "false": False}.get(r["prefill_dp_attn"]),
+                "decode_dp_attn": {"true": True, "false": False}.get(r["decode_dp_attn"]),
+                "speculative": r["speculative"]} for r in csv.DictReader(f)}
+    return _RECIPES[p]
+
+
+def _recipe_layout(rec: dict, row, stage: str) -> tuple:
+    """(tp, attention DP) of one pool's worker from its recipe: attention DP over all its GPUs where dp-attn is on
+    (TensorRT-LLM's and SGLang's DEP: attention tp 1 per rank, the experts over every GPU), tensor parallel over
+    them where it is off; where the recipe gives no GPU count or no dp-attn, the row's own."""
+    gpus, dp = rec[f"{stage}_gpus"], rec[f"{stage}_dp_attn"]
+    if gpus is None:
+        return row[f"{stage}_tp_size"], row[f"{stage}_attention_dp_size"]
+    if dp is None:
+        return gpus, row[f"{stage}_attention_dp_size"]
+    return (1, gpus) if dp else (gpus, 1)
 
 
 # how an engine batches prompts with decodes: SGLang runs prefill batches apart (enable_mixed_chunk off by default,

@@ -17,19 +17,31 @@ MAX_FILE_BYTES = 64 * 2**20  # a silicon-sample CSV larger than this is refused 
 
 
 CATEGORIES = (("overall", None), ("backend", "backend"), ("system", "system"), ("model", "model_path"),
-              ("serving", "serving_mode"), ("deployment", "deployment"), ("concurrency", "band"))
+              ("serving", "serving_mode"), ("deployment", "deployment"), ("speculative", "speculative_group"),
+              ("concurrency", "band"))
 
 
 WORKERS_ASSUMED = "workers not given"  # how `assumed` starts the note of a disagg row without worker counts (plan)
 
 
+DEPLOYMENT = {"recorded": "disagg, workers recorded", "recipe": "disagg, workers from the recipe",
+              "assumed": "disagg, workers assumed"}
+
+
 def with_deployment(points) -> "pd.DataFrame":
-    """The table with its "deployment" column: agg, or disagg with its worker counts as recorded, or assumed (a row
-    that does not record them is predicted with one prefill and one decode worker and says so in `assumed`)."""
+    """The table with its "deployment" column: agg, or disagg with its worker counts as the row records them, as
+    the benchmark's recipe set them (silicon_plan.recipe_workers), or assumed (one prefill and one decode worker,
+    said in `assumed`); and its "speculative_group": the recipe's speculative decoding, or "not recorded". A table
+    written before the `workers` column tells recorded from assumed by `assumed`."""
     t = points.copy()
-    assumed = t["assumed"].fillna("").astype(str).str.contains(WORKERS_ASSUMED, regex=False)
-    t["deployment"] = np.where(t["serving_mode"] == "agg", "agg",
-                               np.where(assumed, "disagg, workers assumed", "disagg, workers recorded"))
+    if "workers" in t.columns:
+        w = t["workers"].fillna("").astype(str).map(DEPLOYMENT).fillna("disagg, workers recorded")
+    else:
+        assumed = t["assumed"].fillna("").astype(str).str.contains(WORKERS_ASSUMED, regex=False)
+        w = np.where(assumed, DEPLOYMENT["assumed"], DEPLOYMENT["recorded"])
+    t["deployment"] = np.where(t["serving_mode"] == "agg", "agg", w)
+    spec = t["speculative"].fillna("").astype(str) if "speculative" in t.columns else ""
+    t["speculative_group"] = np.where(spec == "", "not recorded", spec + " (recipe)")
     return t
 
 
@@ -101,7 +113,8 @@ def load_points(path):
     if size > 8 * MAX_FILE_BYTES:
         raise SpecError(str(path), None, f"is {size:,} bytes, over the limit of {8 * MAX_FILE_BYTES:,}")
     try:
-        t = pd.read_csv(p, dtype={"id": str, "backend_version": str, "reason": str, "assumed": str}, keep_default_na=False,
+        t = pd.read_csv(p, dtype={"id": str, "backend_version": str, "reason": str, "assumed": str, "workers": str,
+                                      "speculative": str}, keep_default_na=False,
                         na_values=[""])
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise SpecError(str(path), None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
