@@ -470,3 +470,31 @@ def test_when_the_attention_ops_change_shape_with_the_sizes_the_step_cost_is_mix
     assert got == engine.mixed_step(m, hw, T, S, tm=tm)["latency_s"]
     assert (1, 300) not in ms.rows["decode"]  # nothing of the unmatched build was kept
     assert ms(((1, 128), (1, 256))) == first  # known rows still replay
+
+
+@pytest.mark.parametrize("text, opt, longest", [
+    ("2147483647", "--prompt-len", True), ("2147483648", "--prompt-len", False),
+    ("uniform:1,2147483647", "--output-len", True), ("uniform:1,2147483648", "--output-len", False)])
+def test_a_length_is_taken_up_to_the_largest_int32_and_refused_one_token_above(text, opt, longest):
+    """numpy draws lengths as int64 and no model reads 2**31 tokens: 2**31 - 1 is the longest length taken, and
+    one more is refused with the option's name and the bound."""
+    from perfmodel.serving.traffic import parse_lengths
+
+    if longest:
+        assert parse_lengths(text, opt).hi == 2**31 - 1
+    else:
+        with pytest.raises(SpecError, match="2,147,483,647") as e:
+            parse_lengths(text, opt)
+        assert e.value.field is None and opt in str(e.value)
+
+
+@pytest.mark.parametrize("opt", ["--token-budget", "--block-size"])
+def test_a_token_budget_or_block_is_taken_up_to_2_to_the_20_and_refused_above(opt):
+    """--token-budget and --block-size take up to 1,048,576 tokens (16x vLLM's largest default budget; engines use
+    blocks of 16-256): the bound itself is taken, one more is refused before any work."""
+    from perfmodel.serving.traffic import MAX_BLOCK, MAX_BUDGET, _whole
+
+    bound = MAX_BUDGET if opt == "--token-budget" else MAX_BLOCK
+    assert bound == 2**20 and _whole(str(2**20), opt, 1, bound) == 2**20
+    with pytest.raises(SpecError, match="1,048,576"):
+        _whole(str(2**20 + 1), opt, 1, bound)
