@@ -498,3 +498,14 @@ def test_a_token_budget_or_block_is_taken_up_to_2_to_the_20_and_refused_above(op
     assert bound == 2**20 and _whole(str(2**20), opt, 1, bound) == 2**20
     with pytest.raises(SpecError, match="1,048,576"):
         _whole(str(2**20 + 1), opt, 1, bound)
+
+
+@pytest.mark.parametrize("text", ["300", "uniform:3,9", "lognormal:median=2,max=40", "lognormal:median=30,max=31,sigma=2"])
+def test_every_drawn_length_lies_in_the_distribution_s_stated_range_and_both_ends_are_reached(text):
+    """lo and hi are a distribution's support: a lognormal draws 1 at its shortest (rounded, clipped) and its cap at
+    its longest; 4,000 draws of these reach both ends."""
+    from perfmodel.serving.traffic import parse_lengths
+
+    d = parse_lengths(text, "--prompt-len")
+    x = d.draw(np.random.default_rng(0), 4000)
+    assert x.min() == d.lo and x.max() == d.hi == d.max
