@@ -362,6 +362,18 @@ fig = plots.serving_validation(v)
 summary[summary.category.isin(["overall", "concurrency"])]
 """),
     ("markdown", """
+Disaggregated runs that do not record their workers take them from the InferenceX recipe they ran (the
+`workers` column: recorded, recipe or assumed), with the speculative decoding the recipe used, which the
+sample does not record and the simulator does not model: the summary keeps both apart.
+"""),
+    ("code", """
+d = pm.serving_validation(model=["deepseek-r1"], system=["gb300"], backend=["sglang"], modes=("achievable",))
+assert set(d.workers) == {"recipe"}
+s = pm.serving_validation_summary(d)
+d[["concurrency", "layout", "speculative", "measured_tpot_ms", "predicted_tpot_ms"]].head(), \
+    s[s.category.isin(["deployment", "speculative"])]
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
