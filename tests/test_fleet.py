@@ -123,3 +123,29 @@ def test_a_fleet_file_over_a_mebibyte_is_refused(tmp_path, capsys):
 def test_the_fleet_table_says_whether_its_times_are_the_ideal_bound(tmp_path, capsys):
     assert main(["fleet", _write(tmp_path, "fleet.csv", CSV), "--workers", "1"]) == 0
     assert "# mode roofline: an ideal bound" in capsys.readouterr().out
+
+
+def test_a_yaml_fleet_is_a_list_of_rows_or_a_mapping_of_rows_alone(tmp_path):
+    from perfmodel.errors import SpecError
+    from perfmodel.serving import fleet
+
+    one = "- {model: llama-3.2-1b, hardware: l4}\n- {model: llama-3.2-1b, hardware: l4, tp: 2}\n"
+    bare = fleet.read(_write(tmp_path, "a.yaml", one))
+    wrapped = fleet.read(_write(tmp_path, "b.yaml", "rows:\n" + "".join("  " + ln + "\n" for ln in one.splitlines())))
+    assert bare == wrapped and len(bare) == 2 and bare[1]["tp"] == 2
+    for text in ("rows: []\nextra: 1\n", "- {model: llama-3.2-1b, hardware: l4}\n- 3\n", "model: x\n"):
+        with pytest.raises(SpecError, match="must be a list of rows"):
+            fleet.read(_write(tmp_path, "c.yaml", text))
+
+
+def test_a_fleet_takes_up_to_max_rows_and_names_the_row_of_a_bad_field(tmp_path):
+    from perfmodel.errors import SpecError
+    from perfmodel.serving import fleet
+
+    row = "llama-3.2-1b,l4\n"
+    assert len(fleet.read(_write(tmp_path, "max.csv", "model,hardware\n" + row * fleet.MAX_ROWS))) == 1000
+    with pytest.raises(SpecError, match="1,001 rows, over the 1,000"):
+        fleet.read(_write(tmp_path, "over.csv", "model,hardware\n" + row * (fleet.MAX_ROWS + 1)))
+    with pytest.raises(SpecError, match="row 2") as e:
+        fleet.read(_write(tmp_path, "two.csv", "model,hardware,gpus,replicas\nllama-3.2-1b,l4,,\nllama-3.2-1b,l4,2,2\n"))
+    assert "not both" in str(e.value)  # gpus with any one of tp, ep, replicas

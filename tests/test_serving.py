@@ -509,3 +509,14 @@ def test_every_drawn_length_lies_in_the_distribution_s_stated_range_and_both_end
     d = parse_lengths(text, "--prompt-len")
     x = d.draw(np.random.default_rng(0), 4000)
     assert x.min() == d.lo and x.max() == d.hi == d.max
+
+
+def test_a_trace_serves_as_many_requests_as_it_has_rows_and_refuses_one_more(tmp_path):
+    from perfmodel.serving.traffic import make_traffic
+
+    p = tmp_path / "t.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,20,6\n1.0,30,7\n")
+    t = make_traffic(requests=3, trace=str(p))
+    assert list(t.prompt) == [10, 20, 30]
+    with pytest.raises(SpecError, match="4 requested but .* has 3 rows"):
+        make_traffic(requests=4, trace=str(p))
