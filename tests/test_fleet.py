@@ -149,3 +149,15 @@ def test_a_fleet_takes_up_to_max_rows_and_names_the_row_of_a_bad_field(tmp_path)
     with pytest.raises(SpecError, match="row 2") as e:
         fleet.read(_write(tmp_path, "two.csv", "model,hardware,gpus,replicas\nllama-3.2-1b,l4,,\nllama-3.2-1b,l4,2,2\n"))
     assert "not both" in str(e.value)  # gpus with any one of tp, ep, replicas
+
+
+def test_a_row_without_a_layout_is_one_device_and_one_without_gpus_keeps_its_tp(tmp_path):
+    """A fleet row that names neither gpus nor tp asks for one layout of tp 1, ep 1, one replica; a row with tp
+    keeps it; a row with gpus searches the layouts of that many devices (no tp is set)."""
+    from perfmodel.serving import fleet
+
+    rows = fleet.read(_write(tmp_path, "l.csv", "model,hardware,tp,gpus\nllama-3.2-1b,l4,,\nllama-3.2-1b,l4,4,\n"
+                                                "llama-3.2-1b,l4,,8\n"))
+    assert [r.get("tp") for r in rows] == [1, 4, None] and rows[2]["gpus"] == 8
+    k = fleet._kwargs(rows[0])
+    assert (k["tp"], k["ep"], k["replicas"], k["gpus"], k["pp"]) == (1, 1, 1, None, 1)
