@@ -161,3 +161,25 @@ def test_a_row_without_a_layout_is_one_device_and_one_without_gpus_keeps_its_tp(
     assert [r.get("tp") for r in rows] == [1, 4, None] and rows[2]["gpus"] == 8
     k = fleet._kwargs(rows[0])
     assert (k["tp"], k["ep"], k["replicas"], k["gpus"], k["pp"]) == (1, 1, 1, None, 1)
+
+
+def test_a_fleet_row_runs_the_capacity_search_with_its_defaults_and_the_same_column_types(csv_frame):
+    """pm.capacity's own defaults (block size, cost quantum, token budget) are the fleet row's, a token budget of
+    'none' is whole prompts, and the fleet table's columns have the capacity table's types."""
+    import inspect
+
+    from perfmodel.serving import fleet
+
+    d = inspect.signature(pm.capacity).parameters
+    k = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4"})
+    assert (k["block_size"], k["cost_quantum"], k["token_budget"]) == (
+        d["block_size"].default, d["cost_quantum"].default, d["token_budget"].default)
+    assert fleet._kwargs({"model": "m", "hardware": "h", "token_budget": "None"})["token_budget"] is None
+    assert fleet._kwargs({"model": "m", "hardware": "h", "token_budget": 512})["token_budget"] == 512
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = pm.capacity("llama-3.2-1b", "l4", gpus=2, prompt_len=256, output_len="lognormal:median=32,max=128",
+                            slo_ttft="0.5s", seeds=1, requests=400, workers=1)
+    for c in alone.columns:
+        assert csv_frame[c].dtype == alone[c].dtype, c
+    assert csv_frame["fleet_row"].dtype.kind == "i" and csv_frame["chosen"].dtype == bool
