@@ -297,3 +297,37 @@ def test_layouts_whose_steps_are_priced_row_by_row_count_five_token_equivalents_
     assert main(["capacity", "-m", "mixtral-8x7b", "-H", "h100-sxm", "--ep", "2", "--tp", "1"]) == 2
     err = capsys.readouterr().err
     assert "--max-tokens" in err and "x5 where steps are priced row by row" in err
+
+
+def test_a_prefill_pool_s_ttft_is_first_token_plus_the_transfer_after_arrival_and_a_decode_pool_s_tpot_runs_from_landing():
+    """prefill_rate's TTFT per request: its first token (the prefill pool's simulation) + its KV transfer - its
+    arrival; decode_rate's TPOT: (last token - landing) / (output - 1), of the requests with two or more tokens."""
+    from perfmodel.serving.slo import Instance, Workload, _pct
+
+    m, hw = load_model("llama-3.2-1b"), load_hardware("l4")
+    inst = Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, 64, 16)
+    wl = Workload("uniform:200,600", "uniform:1,40", "5s", "1s", 90, 1, 0, 200, 0.05)
+    n, rate = 200, 4.0
+    v = disagg.prefill_rate(inst, wl, n, rate, 0, lambda P: 1e-4 * np.asarray(P, dtype=float))
+    arr, P, O = wl.trace(n, rate, 0)
+    w = wl.window(n)
+    first = disagg._prefill_run(inst, arr, P)["first"][w]
+    assert v["ttft"] == pytest.approx(_pct(first + 1e-4 * P[w] - arr[w], 90), rel=1e-12)
+    d = disagg.decode_rate(inst, wl, n, rate, 0)
+    keep = O > 1
+    a2, P2, O2 = arr[keep], P[keep], O[keep]
+    w2 = wl.window(a2.size)
+    r = fastsim.run(a2, P2, O2, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block, prefilled=True)
+    assert d["tpot"] == pytest.approx(_pct((r["last"][w2] - a2[w2]) / (O2[w2] - 1), 90), rel=1e-12)
+
+
+def test_a_kv_transfer_carries_the_fixed_state_of_a_linear_attention_model_once_per_request():
+    """Qwen3.5's Gated DeltaNet layers keep a state per sequence whatever its length: a prompt of 0 tokens still
+    sends it, as the larger of the two pools' per-device shares (tp 2 holds twice tp 4's), over the link."""
+    m, hw = load_model("qwen3.5-397b-a17b"), load_hardware("h100-sxm")
+    p2, p4 = Layout(2, 1, 1, 1), Layout(4, 1, 1, 1)
+    fixed = [float(pm.per_sequence(m, 0, layout=l)["fixed_state_bytes_per_seq"]) for l in (p2, p4)]
+    assert fixed[0] == pytest.approx(2 * fixed[1]) and fixed[1] > 0
+    t = disagg.Transfer(m, hw, Precision(), p4, p2, 8, "roofline", None)
+    assert t.fixed == pytest.approx(fixed[0], rel=1e-12)
+    assert t(np.array([0.0]))[0] == pytest.approx(hw.link_latency + fixed[0] / hw.link_bandwidth, rel=1e-12)
