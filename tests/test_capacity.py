@@ -12,6 +12,7 @@ import pytest
 import perfmodel as pm
 from perfmodel import load_hardware, load_model
 from perfmodel.cli import main
+from perfmodel.errors import DataWarning
 from perfmodel.ops import Layout, Precision
 from perfmodel.serving import StepCost, capacity as cap, disagg, fastsim, kv_sizes, make_traffic, simulate
 
@@ -331,3 +332,33 @@ def test_a_kv_transfer_carries_the_fixed_state_of_a_linear_attention_model_once_
     t = disagg.Transfer(m, hw, Precision(), p4, p2, 8, "roofline", None)
     assert t.fixed == pytest.approx(fixed[0], rel=1e-12)
     assert t(np.array([0.0]))[0] == pytest.approx(hw.link_latency + fixed[0] / hw.link_bandwidth, rel=1e-12)
+
+
+def test_a_disaggregated_pool_is_one_tensor_parallel_group_of_its_devices():
+    """A pool of d devices is one instance of tp = d where the heads split d ways, else none (pipelines, expert
+    groups and replicas are not pool layouts): Llama-3.1-8B's 32 heads and 8 KV heads split over 1, 2, 4 and 8."""
+    m = load_model("llama-3.1-8b")
+    assert [disagg._pool_layouts(m, d) for d in (1, 2, 3, 4, 6, 8)] == [
+        [Layout(1, 1, 1, 1)], [Layout(2, 1, 1, 1)], [], [Layout(4, 1, 1, 1)], [], [Layout(8, 1, 1, 1)]]
+
+
+def test_a_kv_transfer_crosses_the_network_exactly_when_the_pools_span_more_than_one_node():
+    """On nodes of 2 devices, 2 devices send over the link and 4 over the network; a spec without devices_per_node
+    has one device a node. A network without a latency is priced on bandwidth, with a warning, only across nodes."""
+    m, base = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    lay = Layout(1, 1, 1, 1)
+    per_tok = 2 * 8 * 128 * 32 * 2  # K and V, 8 KV heads of 128, 32 layers, bf16
+    two = base.replace(devices_per_node=2)
+    for devices, kind, bw, lat in ((2, "link", two.link_bandwidth, two.link_latency),
+                                   (4, "network", two.network_bandwidth, two.network_latency)):
+        t = disagg.Transfer(m, two, Precision(), lay, lay, devices, "roofline", None)
+        assert t.kind == kind and t(np.array([1000.0]))[0] == pytest.approx(lat + 1000 * per_tok / bw, rel=1e-12)
+    alone = disagg.Transfer(m, base.replace(devices_per_node=None), Precision(), lay, lay, 2, "roofline", None)
+    assert alone.kind == "network"
+    quiet = base.replace(network_latency=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        disagg.Transfer(m, quiet, Precision(), lay, lay, 8, "roofline", None)  # inside a node: no warning
+    with pytest.warns(DataWarning, match="lacks network_latency"):
+        t = disagg.Transfer(m, quiet, Precision(), lay, lay, 16, "roofline", None)
+    assert t(np.array([1000.0]))[0] == pytest.approx(1000 * per_tok / quiet.network_bandwidth, rel=1e-12)
