@@ -307,12 +307,13 @@ def test_a_prefill_pool_s_ttft_is_first_token_plus_the_transfer_after_arrival_an
 
     m, hw = load_model("llama-3.2-1b"), load_hardware("l4")
     inst = Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, 64, 16)
-    wl = Workload("uniform:200,600", "uniform:1,40", "5s", "1s", 90, 1, 0, 200, 0.05)
-    n, rate = 200, 4.0
+    wl = Workload("uniform:20,60", "uniform:1,40", "5s", "1s", 90, 1, 0, 200, 0.05)
+    n, rate = 200, 100.0  # a window that opens within the first second: first tokens before and after t = 1 s
     v = disagg.prefill_rate(inst, wl, n, rate, 0, lambda P: 1e-4 * np.asarray(P, dtype=float))
     arr, P, O = wl.trace(n, rate, 0)
     w = wl.window(n)
     first = disagg._prefill_run(inst, arr, P)["first"][w]
+    assert first.min() < 1.0 < first.max()
     assert v["ttft"] == pytest.approx(_pct(first + 1e-4 * P[w] - arr[w], 90), rel=1e-12)
     d = disagg.decode_rate(inst, wl, n, rate, 0)
     keep = O > 1

@@ -183,3 +183,29 @@ def test_a_fleet_row_runs_the_capacity_search_with_its_defaults_and_the_same_col
     for c in alone.columns:
         assert csv_frame[c].dtype == alone[c].dtype, c
     assert csv_frame["fleet_row"].dtype.kind == "i" and csv_frame["chosen"].dtype == bool
+
+
+def test_a_fleet_row_s_whole_numbers_start_at_one_its_seed_at_zero_and_disaggregate_is_a_boolean(tmp_path):
+    from perfmodel.errors import SpecError
+    from perfmodel.serving import fleet
+
+    head = "model,hardware,tp,seed,disaggregate\n"
+    rows = fleet.read(_write(tmp_path, "ok.csv", head + "llama-3.2-1b,l4,1,0,yes\nllama-3.2-1b,l4,2,3,0\n"))
+    assert [(r["tp"], r["seed"], r["disaggregate"]) for r in rows] == [(1, 0, True), (2, 3, False)]
+    for bad, what in (("0,0,no", "tp: must be a whole number >= 1"), ("1,-1,no", "seed: must be a whole number >= 0"),
+                      ("1,0,maybe", "disaggregate: must be true or false")):
+        with pytest.raises(SpecError, match=what):
+            fleet.read(_write(tmp_path, "bad.csv", head + "llama-3.2-1b,l4," + bad + "\n"))
+
+
+def test_a_fleet_row_s_search_takes_pm_capacity_s_own_defaults():
+    """seeds, tolerance, block size, cost quantum and token budget left out of a row are pm.capacity's."""
+    import inspect
+
+    from perfmodel.serving import fleet
+
+    d = inspect.signature(pm.capacity).parameters
+    k = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4"})
+    for name in ("seeds", "tolerance", "block_size", "cost_quantum", "token_budget", "seed", "percentile"):
+        assert k[name] == d[name].default, name
+    assert fleet._kwargs({"model": "m", "hardware": "h", "token_budget": "None"})["token_budget"] is None
