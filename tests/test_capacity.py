@@ -363,3 +363,31 @@ def test_a_kv_transfer_crosses_the_network_exactly_when_the_pools_span_more_than
     with pytest.warns(DataWarning, match="lacks network_latency"):
         t = disagg.Transfer(m, quiet, Precision(), lay, lay, 16, "roofline", None)
     assert t(np.array([1000.0]))[0] == pytest.approx(1000 * per_tok / quiet.network_bandwidth, rel=1e-12)
+
+
+def test_a_coupled_split_of_one_prefill_and_one_decode_instance_is_the_two_pools_in_series():
+    """With one instance a pool, the coupled check's TTFT is prefill_rate's on the same trace (first token +
+    transfer - arrival), its TPOT the decode instance fed at the landings, (last - landing) / (output - 1) for the
+    requests of two or more tokens, and the link's busy share the transfers' time over the arrivals' span."""
+    from perfmodel.serving.slo import Instance, Workload, _pct
+
+    m, hw = load_model("llama-3.2-1b"), load_hardware("l4")
+    inst = Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, 64, 16)
+    wl = Workload("uniform:20,60", "uniform:1,40", "5s", "1s", 90, 1, 0, 200, 0.05)
+    n, rate = 200, 100.0
+    move = lambda P: 1e-3 + 1e-5 * np.asarray(P, dtype=float)  # noqa: E731
+    c = disagg.coupled_rate(inst, 1, inst, 1, move, wl, n, rate, 0, full=True)
+    assert c["ttft"] == pytest.approx(disagg.prefill_rate(inst, wl, n, rate, 0, move)["ttft"], rel=1e-12)
+    arr, P, O = wl.trace(n, rate, 0)
+    land = disagg._prefill_run(inst, arr, P)["first"] + move(P)
+    mine = np.flatnonzero(O > 1)
+    order = mine[np.argsort(land[mine], kind="stable")]
+    a_d, P_d, O_d = land[order], P[order], O[order]
+    r = fastsim.run(a_d, P_d, O_d, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block,
+                    prefilled=True)
+    wd = wl.window(order.size)
+    assert c["tpot"] == pytest.approx(_pct((r["last"][wd] - a_d[wd]) / (O_d[wd] - 1), 90), rel=1e-12)
+    assert c["link_busy"] == pytest.approx(np.sum(move(P)) / (arr[-1] - arr[0]), rel=1e-12)
+    strict = disagg.coupled_rate(inst, 1, inst, 1, move, Workload("uniform:20,60", "uniform:1,40", "1us", "1s", 90,
+                                                                  1, 0, 200, 0.05), n, rate, 0)
+    assert not strict["ok"] and strict["fail"] == "ttft" and "link_busy" not in strict  # no decode run after a miss
