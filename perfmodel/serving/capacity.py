@@ -55,7 +55,7 @@ def prepare(model, hw, prec, lay: Layout, mode, impl, wl: Workload, knobs: dict,
     one = Layout(lay.tp, 1, lay.ep, 1)
     base = dict(seeds=len(wl.seeds))
     try:
-        key = (hw.key or hw.name, one)
+        key = (repr(hw), one)  # the whole spec: variants of one catalog device (replace, --set) keep its key
         inst = cache.get(key)
         if inst is None:
             inst = cache[key] = Instance(model, hw, prec, one, mode, impl, knobs["quantum"], knobs["budget"],

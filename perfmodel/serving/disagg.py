@@ -67,6 +67,7 @@ class Transfer:
             warnings.warn(f"{hw.key or hw.name} lacks network_latency: the KV transfer across nodes is priced on "
                           "bandwidth only", DataWarning, stacklevel=3)
         self.kind = "network" if self.across else "link"
+        self(np.zeros(1))  # a link or network the spec cannot price raises SpecError here, where the planner catches it
 
     def __call__(self, prompt) -> np.ndarray:
         msg = np.asarray(prompt, dtype=np.float64) * self.per_tok + self.fixed
@@ -149,7 +150,7 @@ def coupled_rate(pre, n_p, dec, n_d, transfer, wl, n_dec, rate, seed, full=False
 
 
 def _instance(m, hw, prec, lay, mode, impl, knobs, cache):
-    key = (hw.key or hw.name, lay)
+    key = (repr(hw), lay)  # the whole spec, as capacity.prepare: variants of one catalog device keep its key
     if key not in cache:
         try:
             cache[key] = Instance(m, hw, prec, lay, mode, impl, knobs["quantum"], knobs["budget"], knobs["slots"],
