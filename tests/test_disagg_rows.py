@@ -245,3 +245,29 @@ def test_two_variants_of_one_catalog_device_in_one_run_are_each_priced_on_its_ow
         half = len(g) // 2
         assert len(g) == 2 * half and half >= 1
         assert (g[half:] < 0.8 * g[:half]).all()  # the same layouts, in the same order, per device
+
+
+def test_the_summary_compares_the_best_coupled_split_with_the_best_colocated_layout_per_hardware():
+    """Per hardware, in order: the best goodput per device of the coupled disaggregated rows against the best of the
+    colocated rows; per-pool estimates, other hardware and rows that meet no SLO do not count; a hardware with no
+    disaggregated row says nothing, one where a side has no finite row says which."""
+    nan = math.nan
+    rows = [  # hardware, serving, search, goodput per device
+        ("a", "colocated", "none", 2.0), ("a", "colocated", "none", 3.0), ("a", "colocated", "none", nan),
+        ("a", "disaggregated", "coupled", 4.5), ("a", "disaggregated", "per pool", 99.0),
+        ("a", "disaggregated", "coupled", nan),
+        ("b", "colocated", "none", 5.0), ("b", "disaggregated", "coupled", 4.0), ("b", "disaggregated", "per pool", 9.0),
+        ("c", "colocated", "none", 1.0),
+        ("d", "colocated", "none", nan), ("d", "disaggregated", "coupled", 2.0),
+        ("e", "colocated", "none", 7.0), ("e", "disaggregated", "per pool", 8.0),
+        ("f", "disaggregated", "coupled", 2.0), ("f", "colocated", "none", 2.0),  # a tie does not beat
+    ]
+    table = {"hardware": [r[0] for r in rows], "serving": [r[1] for r in rows], "search": [r[2] for r in rows],
+             "goodput_per_device": [r[3] for r in rows]}
+    assert disagg.compare(table)["disaggregation"] == [
+        "a: disaggregated beats colocated on goodput per device: 4.5 vs 3 requests/s per device (1.50x)",
+        "b: disaggregated does not beat colocated on goodput per device: 4 vs 5 requests/s per device (0.80x)",
+        "d: no colocated layout meets the SLOs",
+        "e: no disaggregated split meets the SLOs",
+        "f: disaggregated does not beat colocated on goodput per device: 2 vs 2 requests/s per device (1.00x)",
+    ]
