@@ -50,11 +50,11 @@ def _watched(monkeypatch):
     return log
 
 
-def _rows(N, wl=None, hw=None, model="llama-3.2-1b"):
+def _rows(N, wl=None, hw=None, model="llama-3.2-1b", price=None):
     m, hw = load_model(model), hw or load_hardware("l4")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return disagg.rows(m, hw, Precision(), N, "roofline", None, wl or _wl(), KNOBS, None, {}, False)
+        return disagg.rows(m, hw, Precision(), N, "roofline", None, wl or _wl(), KNOBS, price, {}, False)
 
 
 def _split(r):
@@ -255,7 +255,7 @@ def test_the_summary_compares_the_best_coupled_split_with_the_best_colocated_lay
     rows = [  # hardware, serving, search, goodput per device
         ("a", "colocated", "none", 2.0), ("a", "colocated", "none", 3.0), ("a", "colocated", "none", nan),
         ("a", "disaggregated", "coupled", 4.5), ("a", "disaggregated", "per pool", 99.0),
-        ("a", "disaggregated", "coupled", nan),
+        ("a", "disaggregated", "coupled", nan), ("a", "disaggregated", "coupled", 3.5),
         ("b", "colocated", "none", 5.0), ("b", "disaggregated", "coupled", 4.0), ("b", "disaggregated", "per pool", 9.0),
         ("c", "colocated", "none", 1.0),
         ("d", "colocated", "none", nan), ("d", "disaggregated", "coupled", 2.0),
@@ -271,3 +271,49 @@ def test_the_summary_compares_the_best_coupled_split_with_the_best_colocated_lay
         "e: no disaggregated split meets the SLOs",
         "f: disaggregated does not beat colocated on goodput per device: 2 vs 2 requests/s per device (1.00x)",
     ]
+
+
+def test_coupled_checks_take_the_best_estimate_first_and_stop_once_no_estimate_can_beat_their_answer():
+    """On 4 L4s the best per-pool estimate is checked coupled first; its coupled answer beats every other estimate, so
+    it is the only coupled row. A coupled row's trace is its decode instance's (--requests) times the decode
+    instances, its binding value the failing verdict's own metric beyond its SLO; every row's goodput per device is
+    its goodput over the 4 devices, its output rate the goodput times the decode trace's mean output, and its cost
+    (at a price given per device-hour: the L4 spec has none) the price of 4 devices over an hour's tokens."""
+    wl = _wl()
+    rows = _rows(4, wl, price=0.8)
+    est = lambda r: min(float(x) for x in r["note"].split(",")[0][len("pools "):].replace("/s", "").split(" | "))  # noqa: E731
+    coupled = [r for r in rows if r["search"] == "coupled"]
+    assert len(coupled) == 1
+    (c,) = coupled
+    others = [r for r in rows if r is not c]
+    assert all(est(c) >= r["goodput_rps"] * (1 - 5e-3) for r in others)  # the best estimate (notes print 3 digits)
+    assert all(r["goodput_rps"] <= c["goodput_rps"] for r in others)  # none left that could beat the coupled answer
+    assert c["requests"] == 300 * c["decode_instances"]
+    slo = {"ttft": wl.slo_ttft, "tpot": wl.slo_tpot}
+    assert c["binding"] in slo and c["binding_value_s"] > slo[c["binding"]]
+    for r in rows:
+        assert r["goodput_per_device"] == r["goodput_rps"] / 4
+        assert 0.8 * wl.mean_output < r["output_tok_s"] / r["goodput_rps"] < 1.25 * wl.mean_output
+        assert r["cost_per_million_tokens"] == pytest.approx(0.8 * 4 / 3600 / r["output_tok_s"] * 1e6, rel=1e-12)
+    assert all(math.isnan(r["cost_per_million_tokens"]) for r in _rows(2))  # no price: no cost
+
+
+@pytest.mark.parametrize("limit", [100.0, None])
+def test_the_coupled_checks_stop_at_verify_and_a_check_that_meets_no_rate_gives_the_failing_metric(monkeypatch, limit):
+    """With a coupled verdict that passes up to 100 requests/s only (the estimates are 190-558), no coupled answer beats the next estimate: the
+    VERIFY best estimates are checked, and no more. With one that passes at no rate, the checked splits say so,
+    with the value of the metric that failed (TPOT here)."""
+    def verdict(pre, n_p, dec, n_d, tr, wl, n_dec, rate, seed, full=False):
+        ok = limit is not None and rate <= limit
+        return {"ok": ok, "ttft": 0.1, "tpot": 0.01 if ok else 0.2, "fail": None if ok else "tpot", "exact": True,
+                "rate": rate, "seed": seed, "mean_output": 16.0, "link_busy": 0.0}
+
+    monkeypatch.setattr(disagg, "coupled_rate", verdict)
+    rows = _rows(4)
+    coupled = [r for r in rows if r["search"] == "coupled"]
+    assert len(coupled) == 3 and len(rows) == 6  # VERIFY = 3 of the 6 splits
+    if limit is not None:
+        assert all(r["goodput_rps"] == pytest.approx(100.0, rel=0.06) for r in coupled)
+    else:
+        assert all(r["binding"] == "none reached" and r["binding_value_s"] == 0.2 and
+                   r["note"] == "the coupled simulation meets the SLOs at no rate tried" for r in coupled)
