@@ -1,0 +1,121 @@
+"""The capacity search's own rules (serving/slo.py): how long a trace is, how many seeds a search takes, and the
+bracket a rate search steps through. Formula tests of the constants docs/capacity.md states."""
+import pytest
+
+from perfmodel.errors import SpecError
+from perfmodel.serving import slo
+from perfmodel.serving.slo import Workload
+
+
+def _wl(requests=None, seeds=1, slo_ttft=1.0):
+    return Workload("uniform:32,128", "uniform:1,40", slo_ttft, 0.05, 99, seeds, 0, requests, 0.05)
+
+
+def test_a_trace_is_ten_lifetimes_of_the_requests_in_the_system_between_1000_and_50000():
+    """Little's law at saturation: the decoding batch plus those waiting, about rate x TTFT SLO / 2, times
+    TRACE_LIFETIMES = 10; at least TRACE_MIN = 1000 requests and at most 50,000. --requests overrides it."""
+    wl = _wl()
+    assert slo.trace_length(wl, {"batch": 100, "rate": 50.0}) == 10 * (100 + 50.0 * 1.0 / 2) == 1250
+    assert slo.trace_length(wl, {"batch": 90, "rate": 20.0}) == 1000  # 10 x 100 = 1000: the floor exactly
+    assert slo.trace_length(wl, {"batch": 10, "rate": 1.0}) == 1000  # 105 < 1000
+    assert slo.trace_length(_wl(slo_ttft=2.0), {"batch": 100, "rate": 50.0}) == 1500
+    assert slo.trace_length(wl, {"batch": 100.01, "rate": 0.0}) == 1001  # rounded up
+    assert slo.trace_length(wl, {"batch": 4000, "rate": 2000.0}) == 50_000
+    assert slo.trace_length(_wl(requests=300), {"batch": 100, "rate": 50.0}) == 300
+
+
+def test_a_search_takes_up_to_1000_seeds_and_refuses_one_more():
+    assert len(_wl(seeds=1000).seeds) == 1000 and _wl(seeds=3).seeds == [0, 1, 2]
+    with pytest.raises(SpecError, match="--seeds"):
+        _wl(seeds=1001)
+
+
+def test_a_percentile_is_in_0_to_100_a_tolerance_in_0_to_1_and_a_trace_has_at_least_12_requests():
+    for q in (0.5, 99.9, 100):
+        assert Workload("uniform:32,128", "uniform:1,40", 1, 0.05, q, 1, 0, None, 0.05).q == q
+    for q in (0, -1, 100.5, "x", True):
+        with pytest.raises(SpecError, match="--percentile"):
+            Workload("uniform:32,128", "uniform:1,40", 1, 0.05, q, 1, 0, None, 0.05)
+    for tol in (1e-6, 0.5, 0.999):
+        assert Workload("uniform:32,128", "uniform:1,40", 1, 0.05, 99, 1, 0, None, tol).tol == tol
+    for tol in (0, 1, 1.5, -0.1):
+        with pytest.raises(SpecError, match="--tolerance"):
+            Workload("uniform:32,128", "uniform:1,40", 1, 0.05, 99, 1, 0, None, tol)
+    assert _wl(requests=12).requests == 12
+    with pytest.raises(SpecError, match="--requests"):
+        _wl(requests=11)
+
+
+def test_a_failing_run_stops_as_soon_as_its_verdict_is_certain_and_says_its_values_are_lower_bounds():
+    """simulate_rate's default stop rule (the measured window, the SLOs, the percentile) ends a run that has already
+    failed: fewer steps than the whole run, the same failing verdict, `exact` False."""
+    from perfmodel import load_hardware, load_model
+    from perfmodel.ops import Layout, Precision
+
+    inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
+                        None, 16, 2048, 32, 16)
+    wl = _wl(requests=300, slo_ttft=0.03)
+    quick, whole = slo.simulate_rate(inst, wl, 300, 400.0, 0), slo.simulate_rate(inst, wl, 300, 400.0, 0, stop=False)
+    assert not quick["ok"] and not whole["ok"] and quick["fail"] == whole["fail"] == "ttft"
+    assert quick["exact"] is False and whole["exact"] is True and quick["steps"] < whole["steps"]
+    assert quick["in_system"] > 0  # Little's law over the measured requests that finished before the stop
+    assert wl.stop_rule(300) == {"window": slice(50, 250), "ttft": 0.03, "tpot": 0.05, "q": 99}
+
+
+def test_a_verdict_passes_at_the_slo_itself_and_blames_the_metric_furthest_beyond_its_slo():
+    """_verdict over the window's TTFT and TPOT arrays (slo_ttft 1 s, slo_tpot 50 ms, p99): a percentile equal to its
+    SLO passes; with one failing, that one; with both, the larger ratio of percentile to SLO, TTFT on a tie."""
+    import numpy as np
+
+    wl = _wl()
+    v = lambda t, d: slo._verdict(np.full(10, t), np.full(10, d), wl)  # noqa: E731
+    assert v(1.0, 0.05) == {"ok": True, "ttft": 1.0, "tpot": 0.05, "fail": None, "exact": True}
+    assert v(2.0, 0.01)["fail"] == "ttft" and v(0.5, 0.06)["fail"] == "tpot"
+    assert v(2.0, 0.15)["fail"] == "tpot"  # 2x against 3x
+    assert v(3.0, 0.10)["fail"] == "ttft"  # 3x against 2x
+    assert v(2.0, 0.10)["fail"] == "ttft"  # a tie
+    assert v(0.5, np.nan)["ok"] and v(np.nan, 0.01)["ok"]  # a metric no request produced does not fail
+    assert slo._verdict(np.full(10, 0.1), np.full(10, 0.01), wl, "tpot") == {
+        "ok": False, "ttft": 0.1, "tpot": 0.01, "fail": "tpot", "exact": False}
+
+
+def test_a_replica_s_ttft_is_first_token_minus_arrival_over_the_window_first_tokens_before_one_second_included():
+    """simulate_rate over its window (every measured request run to its end): TTFT = first token - arrival; TPOT =
+    (last - first token) / (output - 1) of the requests of two or more tokens; requests in the system by Little's
+    law, the rate times the mean latency."""
+    import numpy as np
+
+    from perfmodel import load_hardware, load_model
+    from perfmodel.ops import Layout, Precision
+    from perfmodel.serving import fastsim
+
+    inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
+                        None, 16, 2048, 32, 16)
+    wl = _wl(requests=200)
+    v = slo.simulate_rate(inst, wl, 200, 100.0, 0, stop="window")
+    arr, P, O = wl.trace(200, 100.0, 0)
+    r = fastsim.run(arr, P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block)
+    w = wl.window(200)
+    assert r["first"][w].min() < 1.0 < r["first"][w].max()
+    assert v["ttft"] == pytest.approx(np.percentile(r["first"][w] - arr[w], 99), rel=1e-12)
+    assert r["done"][w].min() < 1.0 and (O[w] == 1).any()  # requests done before t = 1 s; one-token outputs: no TPOT
+    two = O[w] > 1
+    tpot = (r["last"][w][two] - r["first"][w][two]) / (O[w][two] - 1)
+    assert v["tpot"] == pytest.approx(np.percentile(tpot, 99), rel=1e-12)
+    assert v["in_system"] == pytest.approx(100.0 * np.mean(r["done"][w] - arr[w]), rel=1e-12)  # Little's law
+
+
+def test_a_ttft_failure_while_the_kv_cache_stalls_admission_is_blamed_on_memory():
+    """An L4 cut to 2.53 GB holds Llama-3.2-1B's weights and the cache of 1,780 tokens (32 requests of up to 168):
+    at 200 requests/s admission waits for memory and TTFT fails: `memory`. With its whole 24 GB the same load fails TTFT with no stall."""
+    from perfmodel import load_hardware, load_model
+    from perfmodel.ops import Layout, Precision
+
+    m, l4 = load_model("llama-3.2-1b"), load_hardware("l4")
+    wl = _wl(requests=300, slo_ttft=0.05)
+    run = lambda hw, rate: slo.simulate_rate(slo.Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline",  # noqa: E731
+                                                          None, 16, 2048, 32, 16), wl, 300, rate, 0)
+    small = run(l4.replace(memory_capacity=2.53e9), 200.0)
+    assert small["memory_stalls"] + small["preempted"] > 0 and small["fail"] == "memory"
+    big = run(l4, 2000.0)
+    assert big["memory_stalls"] == big["preempted"] == 0 and big["fail"] == "ttft"
