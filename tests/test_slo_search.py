@@ -119,3 +119,22 @@ def test_a_ttft_failure_while_the_kv_cache_stalls_admission_is_blamed_on_memory(
     assert small["memory_stalls"] + small["preempted"] > 0 and small["fail"] == "memory"
     big = run(l4, 2000.0)
     assert big["memory_stalls"] == big["preempted"] == 0 and big["fail"] == "ttft"
+
+
+def test_a_rate_search_brackets_the_largest_passing_rate_to_the_tolerance_from_above_or_below():
+    """bisect with a verdict that passes up to 10/s: from 3/s (stepping up) or 100/s (down) it returns a passing lo
+    and a failing hi with hi / lo <= 1 + tol; a search whose every rate passes stops after STEPS_UP steps and says
+    it hit the bound; one whose every rate fails returns no lo and does not say so."""
+    ok_to = lambda limit: (lambda r: {"ok": r <= limit, "rate": r})  # noqa: E731
+    for start in (3.0, 100.0):
+        lo, vlo, vhi, seen, hit = slo.bisect(ok_to(10.0), start, 0.05, slo.FIRST_STEPS)
+        assert lo <= 10.0 < vhi["rate"] <= lo * 1.05 and vlo["rate"] == lo and not hit
+        assert all(v["ok"] == (v["rate"] <= 10.0) for v in seen)
+    lo, vlo, vhi, seen, hit = slo.bisect(ok_to(1e9), 1.0, 0.05, slo.FIRST_STEPS)
+    assert hit and vhi is None and len(seen) == 1 + slo.STEPS_UP
+    assert lo == pytest.approx(1.15 * 1.3 * 1.5 ** (slo.STEPS_UP - 2), rel=1e-12)
+    lo, vlo, vhi, seen, hit = slo.bisect(ok_to(0.0), 1.0, 0.05, slo.FIRST_STEPS)
+    assert lo is None and vlo is None and not hit and len(seen) == 1 + slo.STEPS_DOWN
+    assert vhi["rate"] == pytest.approx(1 / (1.15 * 1.3 * 1.5 ** (slo.STEPS_DOWN - 2)), rel=1e-12)
+    lo, _, vhi, seen, _ = slo.bisect(ok_to(10.0), 3.0, 0.05)  # no first steps: 1.5 at a time
+    assert seen[1]["rate"] == 4.5 and lo <= 10.0 < vhi["rate"] <= lo * 1.05
