@@ -138,3 +138,47 @@ def test_a_rate_search_brackets_the_largest_passing_rate_to_the_tolerance_from_a
     assert vhi["rate"] == pytest.approx(1 / (1.15 * 1.3 * 1.5 ** (slo.STEPS_DOWN - 2)), rel=1e-12)
     lo, _, vhi, seen, _ = slo.bisect(ok_to(10.0), 3.0, 0.05)  # no first steps: 1.5 at a time
     assert seen[1]["rate"] == 4.5 and lo <= 10.0 < vhi["rate"] <= lo * 1.05
+
+
+def test_seeds_combine_to_the_lower_median_cut_after_the_first_seed_that_found_nothing():
+    runs = lambda *los: [{"seed": i, "lo": lo, "hit": i == 0} for i, lo in enumerate(los)]  # noqa: E731
+    c = slo.combine(runs(3.0, 1.0, 2.0))
+    assert (c["goodput"], c["lo"], c["hi"], c["median"]["seed"], c["hit"]) == (2.0, 1.0, 3.0, 2, True)
+    assert slo.combine(runs(4.0, 1.0, 3.0, 2.0))["goodput"] == 2.0  # the lower of the two middle ones
+    c = slo.combine(runs(2.0, None, 5.0))  # a seed that found nothing: the rest say nothing more
+    assert (c["goodput"], c["hi"], len(c["runs"])) == (2.0, 2.0, 2)
+    assert slo.combine(runs(None, 5.0)) == {"goodput": None, "runs": runs(None), "median": runs(None)[0]}
+    assert slo.combine([{"seed": 0, "lo": 1.0, "hit": False}, {"seed": 1, "lo": 2.0, "hit": True}])["hit"]
+
+
+def test_the_analytic_bound_is_the_largest_batch_within_memory_slots_and_tpot_and_its_rate():
+    """analytic(): requests at the mean context (prompt + half the output) that the KV memory holds, at most the slots;
+    the largest batch whose decode step meets the TPOT SLO; the rate 1 / (output x step / B + prompt x prefill
+    time per token at the chunk). On an L4 cut to 2.53 GB (1,780 tokens of cache) memory binds."""
+    import numpy as np
+
+    from perfmodel import load_hardware, load_model
+    from perfmodel.ops import Layout, Precision
+
+    m, l4 = load_model("llama-3.2-1b"), load_hardware("l4")
+    wl = Workload("uniform:32,128", "uniform:100,300", 1.0, 0.05, 99, 1, 0, None, 0.05)
+    ctx = wl.mean_prompt + wl.mean_output / 2
+    for hw, slots, binds in ((l4.replace(memory_capacity=2.53e9), 256, "memory"), (l4, 16, "slots"),
+                             (l4, 256, "tpot")):
+        inst = slo.Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, slots, 16)
+        a = slo.analytic(inst, wl if binds != "tpot" else Workload("uniform:32,128", "uniform:100,300", 1.0, 0.012,
+                                                                      99, 1, 0, None, 0.05))
+        tpot = 0.05 if binds != "tpot" else 0.012
+        b_mem = int(inst.sizes.capacity / inst.sizes.per_token // ctx)
+        assert a["b_mem"] == b_mem
+        step = lambda b: inst.step(np.ones(b), np.full(b, int(round(ctx))))  # noqa: E731
+        B = a["batch"]
+        assert step(B) <= tpot
+        if binds == "tpot":
+            assert step(B + 1) > tpot and B < min(b_mem, slots)
+        else:
+            assert B == {"memory": b_mem, "slots": slots}[binds]
+        chunk = int(min(2048, wl.mean_prompt))
+        t_pre = inst.step([chunk], [chunk]) / chunk
+        assert a["rate"] == pytest.approx(1 / (wl.mean_output * step(B) / B + wl.mean_prompt * t_pre), rel=1e-12)
+        assert a["ttft_alone"] == pytest.approx(t_pre * wl.prompt_q, rel=1e-12)
