@@ -182,3 +182,16 @@ def test_the_analytic_bound_is_the_largest_batch_within_memory_slots_and_tpot_an
         t_pre = inst.step([chunk], [chunk]) / chunk
         assert a["rate"] == pytest.approx(1 / (wl.mean_output * step(B) / B + wl.mean_prompt * t_pre), rel=1e-12)
         assert a["ttft_alone"] == pytest.approx(t_pre * wl.prompt_q, rel=1e-12)
+
+
+def test_the_analytic_batch_is_at_least_one_request_when_the_memory_holds_less_than_one_at_mean_context():
+    from perfmodel import load_hardware, load_model
+    from perfmodel.ops import Layout, Precision
+
+    hw = load_hardware("l4").replace(memory_capacity=2.5e9)  # 866 tokens of cache
+    inst = slo.Instance(load_model("llama-3.2-1b"), hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048,
+                        256, 16)
+    wl = Workload("uniform:32,128", "uniform:2000,3000", 1.0, 0.05, 99, 1, 0, None, 0.05)  # 1,330 tokens on average
+    assert inst.sizes.capacity / inst.sizes.per_token < wl.mean_prompt + wl.mean_output / 2
+    a = slo.analytic(inst, wl)
+    assert a["b_mem"] == 1 and a["batch"] == 1
