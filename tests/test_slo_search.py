@@ -195,3 +195,14 @@ def test_the_analytic_batch_is_at_least_one_request_when_the_memory_holds_less_t
     assert inst.sizes.capacity / inst.sizes.per_token < wl.mean_prompt + wl.mean_output / 2
     a = slo.analytic(inst, wl)
     assert a["b_mem"] == 1 and a["batch"] == 1
+
+
+def test_without_a_slot_limit_the_analytic_batch_is_bounded_by_memory_and_tpot_alone():
+    from perfmodel import load_hardware, load_model
+    from perfmodel.ops import Layout, Precision
+
+    m, hw = load_model("llama-3.2-1b"), load_hardware("l4")
+    wl = Workload("uniform:32,128", "uniform:100,300", 1.0, 0.5, 99, 1, 0, None, 0.05)
+    a = {s: slo.analytic(slo.Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, s, 16), wl)
+         for s in (None, 4096, 64)}
+    assert a[None] == a[4096] and a[None]["batch"] > 64 == a[64]["batch"]
