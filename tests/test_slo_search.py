@@ -1,9 +1,12 @@
 """The capacity search's own rules (serving/slo.py): how long a trace is, how many seeds a search takes, and the
 bracket a rate search steps through. Formula tests of the constants docs/capacity.md states."""
+import numpy as np
 import pytest
 
+from perfmodel import load_hardware, load_model
 from perfmodel.errors import SpecError
-from perfmodel.serving import slo
+from perfmodel.ops import Layout, Precision
+from perfmodel.serving import fastsim, slo
 from perfmodel.serving.slo import Workload
 
 
@@ -49,8 +52,6 @@ def test_a_percentile_is_in_0_to_100_a_tolerance_in_0_to_1_and_a_trace_has_at_le
 def test_a_failing_run_stops_as_soon_as_its_verdict_is_certain_and_says_its_values_are_lower_bounds():
     """simulate_rate's default stop rule (the measured window, the SLOs, the percentile) ends a run that has already
     failed: fewer steps than the whole run, the same failing verdict, `exact` False."""
-    from perfmodel import load_hardware, load_model
-    from perfmodel.ops import Layout, Precision
 
     inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
                         None, 16, 2048, 32, 16)
@@ -65,8 +66,6 @@ def test_a_failing_run_stops_as_soon_as_its_verdict_is_certain_and_says_its_valu
 def test_a_verdict_passes_at_the_slo_itself_and_blames_the_metric_furthest_beyond_its_slo():
     """_verdict over the window's TTFT and TPOT arrays (slo_ttft 1 s, slo_tpot 50 ms, p99): a percentile equal to its
     SLO passes; with one failing, that one; with both, the larger ratio of percentile to SLO, TTFT on a tie."""
-    import numpy as np
-
     wl = _wl()
     v = lambda t, d: slo._verdict(np.full(10, t), np.full(10, d), wl)  # noqa: E731
     assert v(1.0, 0.05) == {"ok": True, "ttft": 1.0, "tpot": 0.05, "fail": None, "exact": True}
@@ -83,11 +82,6 @@ def test_a_replica_s_ttft_is_first_token_minus_arrival_over_the_window_first_tok
     """simulate_rate over its window (every measured request run to its end): TTFT = first token - arrival; TPOT =
     (last - first token) / (output - 1) of the requests of two or more tokens; requests in the system by Little's
     law, the rate times the mean latency."""
-    import numpy as np
-
-    from perfmodel import load_hardware, load_model
-    from perfmodel.ops import Layout, Precision
-    from perfmodel.serving import fastsim
 
     inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
                         None, 16, 2048, 32, 16)
@@ -108,8 +102,6 @@ def test_a_replica_s_ttft_is_first_token_minus_arrival_over_the_window_first_tok
 def test_a_ttft_failure_while_the_kv_cache_stalls_admission_is_blamed_on_memory():
     """An L4 cut to 2.53 GB holds Llama-3.2-1B's weights and the cache of 1,780 tokens (32 requests of up to 168):
     at 200 requests/s admission waits for memory and TTFT fails: `memory`. With its whole 24 GB the same load fails TTFT with no stall."""
-    from perfmodel import load_hardware, load_model
-    from perfmodel.ops import Layout, Precision
 
     m, l4 = load_model("llama-3.2-1b"), load_hardware("l4")
     wl = _wl(requests=300, slo_ttft=0.05)
@@ -155,10 +147,6 @@ def test_the_analytic_bound_is_the_largest_batch_within_memory_slots_and_tpot_an
     """analytic(): requests at the mean context (prompt + half the output) that the KV memory holds, at most the slots;
     the largest batch whose decode step meets the TPOT SLO; the rate 1 / (output x step / B + prompt x prefill
     time per token at the chunk). On an L4 cut to 2.53 GB (1,780 tokens of cache) memory binds."""
-    import numpy as np
-
-    from perfmodel import load_hardware, load_model
-    from perfmodel.ops import Layout, Precision
 
     m, l4 = load_model("llama-3.2-1b"), load_hardware("l4")
     wl = Workload("uniform:32,128", "uniform:100,300", 1.0, 0.05, 99, 1, 0, None, 0.05)
@@ -185,8 +173,6 @@ def test_the_analytic_bound_is_the_largest_batch_within_memory_slots_and_tpot_an
 
 
 def test_the_analytic_batch_is_at_least_one_request_when_the_memory_holds_less_than_one_at_mean_context():
-    from perfmodel import load_hardware, load_model
-    from perfmodel.ops import Layout, Precision
 
     hw = load_hardware("l4").replace(memory_capacity=2.5e9)  # 866 tokens of cache
     inst = slo.Instance(load_model("llama-3.2-1b"), hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048,
@@ -198,8 +184,6 @@ def test_the_analytic_batch_is_at_least_one_request_when_the_memory_holds_less_t
 
 
 def test_without_a_slot_limit_the_analytic_batch_is_bounded_by_memory_and_tpot_alone():
-    from perfmodel import load_hardware, load_model
-    from perfmodel.ops import Layout, Precision
 
     m, hw = load_model("llama-3.2-1b"), load_hardware("l4")
     wl = Workload("uniform:32,128", "uniform:100,300", 1.0, 0.5, 99, 1, 0, None, 0.05)
