@@ -24,6 +24,7 @@ def test_a_trace_is_ten_lifetimes_of_the_requests_in_the_system_between_1000_and
     assert slo.trace_length(_wl(slo_ttft=2.0), {"batch": 100, "rate": 50.0}) == 1500
     assert slo.trace_length(wl, {"batch": 100.01, "rate": 0.0}) == 1001  # rounded up
     assert slo.trace_length(wl, {"batch": 4000, "rate": 2000.0}) == 50_000
+    assert slo.trace_length(wl, {"batch": 5000, "rate": 2000.0}) == 50_000  # 60,000 capped
     assert slo.trace_length(_wl(requests=300), {"batch": 100, "rate": 50.0}) == 300
 
 
@@ -73,6 +74,9 @@ def test_a_verdict_passes_at_the_slo_itself_and_blames_the_metric_furthest_beyon
     assert v(2.0, 0.15)["fail"] == "tpot"  # 2x against 3x
     assert v(3.0, 0.10)["fail"] == "ttft"  # 3x against 2x
     assert v(2.0, 0.10)["fail"] == "ttft"  # a tie
+    half = lambda t, d: slo._verdict(np.full(10, t), np.full(10, d), _wl(slo_ttft=0.5))  # noqa: E731
+    assert half(2.0, 0.15)["fail"] == "ttft"  # 4x its 0.5 s SLO against 3x
+    assert half(1.0, 0.15)["fail"] == "tpot"  # 2x against 3x
     assert v(0.5, np.nan)["ok"] and v(np.nan, 0.01)["ok"]  # a metric no request produced does not fail
     assert slo._verdict(np.full(10, 0.1), np.full(10, 0.01), wl, "tpot") == {
         "ok": False, "ttft": 0.1, "tpot": 0.01, "fail": "tpot", "exact": False}
@@ -123,11 +127,11 @@ def test_a_rate_search_brackets_the_largest_passing_rate_to_the_tolerance_from_a
         assert lo <= 10.0 < vhi["rate"] <= lo * 1.05 and vlo["rate"] == lo and not hit
         assert all(v["ok"] == (v["rate"] <= 10.0) for v in seen)
     lo, vlo, vhi, seen, hit = slo.bisect(ok_to(1e9), 1.0, 0.05, slo.FIRST_STEPS)
-    assert hit and vhi is None and len(seen) == 1 + slo.STEPS_UP
-    assert lo == pytest.approx(1.15 * 1.3 * 1.5 ** (slo.STEPS_UP - 2), rel=1e-12)
+    assert hit and vhi is None and len(seen) == 1 + 5  # docs/capacity.md: it stops above bound x 5
+    assert lo == pytest.approx(1.15 * 1.3 * 1.5 ** 3, rel=1e-12) and 5 < lo < 5.1
     lo, vlo, vhi, seen, hit = slo.bisect(ok_to(0.0), 1.0, 0.05, slo.FIRST_STEPS)
-    assert lo is None and vlo is None and not hit and len(seen) == 1 + slo.STEPS_DOWN
-    assert vhi["rate"] == pytest.approx(1 / (1.15 * 1.3 * 1.5 ** (slo.STEPS_DOWN - 2)), rel=1e-12)
+    assert lo is None and vlo is None and not hit and len(seen) == 1 + 10  # and reports none reached below bound / 38
+    assert vhi["rate"] == pytest.approx(1 / (1.15 * 1.3 * 1.5 ** 8), rel=1e-12) and 38 < 1 / vhi["rate"] < 39
     lo, _, vhi, seen, _ = slo.bisect(ok_to(10.0), 3.0, 0.05)  # no first steps: 1.5 at a time
     assert seen[1]["rate"] == 4.5 and lo <= 10.0 < vhi["rate"] <= lo * 1.05
 
@@ -157,7 +161,7 @@ def test_the_analytic_bound_is_the_largest_batch_within_memory_slots_and_tpot_an
         a = slo.analytic(inst, wl if binds != "tpot" else Workload("uniform:32,128", "uniform:100,300", 1.0, 0.012,
                                                                       99, 1, 0, None, 0.05))
         tpot = 0.05 if binds != "tpot" else 0.012
-        b_mem = int(inst.sizes.capacity / inst.sizes.per_token // ctx)
+        b_mem = int(inst.sizes.capacity // (inst.sizes.per_token * ctx))  # no fixed state per request: per_seq = 0
         assert a["b_mem"] == b_mem
         step = lambda b: inst.step(np.ones(b), np.full(b, int(round(ctx))))  # noqa: E731
         B = a["batch"]
@@ -190,3 +194,109 @@ def test_without_a_slot_limit_the_analytic_batch_is_bounded_by_memory_and_tpot_a
     a = {s: slo.analytic(slo.Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, s, 16), wl)
          for s in (None, 4096, 64)}
     assert a[None] == a[4096] and a[None]["batch"] > 64 == a[64]["batch"]
+
+
+def test_a_ttft_failure_with_admission_stalled_for_memory_but_nothing_preempted_is_still_blamed_on_memory(monkeypatch):
+    """Either sign of a full KV cache (requests waiting for blocks, or requests preempted) turns a TTFT failure into
+    `memory`; a TPOT failure stays TPOT, and a TTFT failure with neither stays TTFT. The simulator's result is set by
+    hand so that each sign comes alone."""
+    inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
+                        None, 16, 2048, 32, 16)
+    wl = _wl(requests=60, slo_ttft=0.05)
+    arr, P, O = wl.trace(60, 10.0, 0)
+
+    def fake(stalls, preempted, ttft, tpot):
+        first = arr + ttft
+        return lambda *a, **k: {"first": first, "last": first + tpot * np.maximum(O - 1, 0), "done": first + 1.0,
+                                "memory_stalls": stalls, "preempted": preempted, "peak_running": 1, "steps": 1,
+                                "generated": int(O.sum())}
+    for stalls, pre, ttft, tpot, fail in ((3, 0, 1.0, 0.01, "memory"), (0, 2, 1.0, 0.01, "memory"),
+                                          (0, 0, 1.0, 0.01, "ttft"), (3, 2, 0.01, 1.0, "tpot")):
+        monkeypatch.setattr(fastsim, "run", fake(stalls, pre, ttft, tpot))
+        v = slo.simulate_rate(inst, wl, 60, 10.0, 0)
+        assert (v["ok"], v["fail"], v["memory_stalls"], v["preempted"]) == (False, fail, stalls, pre)
+
+
+def _tiny(slots=8):
+    return slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
+                        None, 16, 2048, slots, 16)
+
+
+def test_the_analytic_batch_is_the_largest_whose_decode_step_meets_the_tpot_slo_found_by_bisection_exactly():
+    """With 8 slots and the TPOT SLO set to the step time of batch k exactly, the bisection returns k, for every k in
+    1 ... 8 (a step equal to the SLO meets it): the same answer as trying every batch. A SLO below batch 1's step
+    gives no rate and batch 1; one equal to it gives batch 1."""
+    inst = _tiny()
+    wl = lambda tpot: Workload("64", "64", 1.0, tpot, 99, 1, 0, None, 0.05)  # noqa: E731
+    step = [inst.step(np.ones(b), np.full(b, 96)) for b in range(1, 9)]  # ctx = 64 + 64 / 2
+    assert all(a < b for a, b in zip(step, step[1:]))  # each request more costs time
+    for k in range(1, 9):
+        a = slo.analytic(inst, wl(step[k - 1]))
+        assert a["batch"] == k and a["rate"] is not None and a["tpot1"] == step[0]
+        assert a["tpot1"] == inst.step([1], [96])
+    assert slo.analytic(inst, wl(step[0] * 0.999)) == {"rate": None, "batch": 1, "tpot1": step[0]}
+
+
+def test_the_analytic_bound_prices_a_prefill_chunk_of_at_least_two_tokens_and_a_context_of_at_least_one_and_a_half():
+    """One-token prompts and outputs: the mean context is 1 + 1/2 = 1.5 tokens, so the KV memory holds
+    capacity / 1.5 such requests; prefill is priced per token at a chunk of 2 (the analytic bound's floor), so the
+    percentile prompt alone takes step(2 tokens) / 2."""
+    inst = _tiny(slots=None)
+    a = slo.analytic(inst, Workload("1", "1", 1.0, 0.5, 99, 1, 0, None, 0.05))
+    assert a["b_mem"] == int(inst.sizes.capacity // (inst.sizes.per_token * 1.5))
+    assert a["ttft_alone"] == inst.step([2], [2]) / 2 * 1
+    a2 = slo.analytic(inst, Workload("2", "1", 1.0, 0.5, 99, 1, 0, None, 0.05))
+    assert a2["ttft_alone"] == inst.step([2], [2]) / 2 * 2
+
+
+def test_the_pareto_front_keeps_rows_no_other_beats_on_goodput_per_device_and_the_second_key():
+    """Row 0 (1, 1) loses to row 1 (2, 1) on goodput alone, row 2 (2, 2) to row 1 on the second key alone; row 3
+    (3, 5) is beaten by no row. Two equal rows are both kept. A row that is not `ok` is neither kept nor beats any.
+    lower_second=False reverses the second key (more is better); the default is lower."""
+    g, c = [1, 2, 2, 3], [1, 1, 2, 5]
+    assert list(slo.pareto_flags(g, c, [True] * 4)) == [False, True, False, True]
+    assert list(slo.pareto_flags(g, c, [True, False, True, True])) == [True, False, True, True]
+    assert list(slo.pareto_flags([1, 1], [1, 1], [True, True])) == [True, True]
+    assert list(slo.pareto_flags([1, 1], [1, 2], [True, True])) == [True, False]
+    assert list(slo.pareto_flags([1, 1], [1, 2], [True, True], lower_second=False)) == [False, True]
+    assert list(slo.pareto_flags([1, 2], [1, 2], [True, True], lower_second=False)) == [False, True]
+    assert list(slo.pareto_flags([1, 2], [1, 2], [True, True])) == [True, True]
+
+
+def test_a_model_with_no_per_token_cache_is_bounded_by_its_fixed_state_per_request_and_the_4096_request_cap():
+    """llama-2-13b-linear keeps a fixed recurrent state per request (52.4 MB) and no per-token cache: the memory holds
+    capacity // state requests (1,029 on an H100), whatever the context. With no state either, and with memory enough
+    for more than 4,096 requests, the batch stops at 4,096 (the analytic bound's cap), or at the slots above it."""
+    h100 = load_hardware("h100-sxm")
+    wl = Workload("64", "64", 1.0, 10.0, 99, 1, 0, None, 0.05)
+    lin = slo.Instance(load_model("llama-2-13b-linear"), h100, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16,
+                       2048, None, 16)
+    assert lin.sizes.per_token == 0 and lin.sizes.per_seq > 0
+    a = slo.analytic(lin, wl)
+    assert a["b_mem"] == int(lin.sizes.capacity // lin.sizes.per_seq) == a["batch"] == 1029 and a["rate"] > 0
+    big = h100.replace(memory_capacity=1e13)
+    for slots, batch in ((None, 4096), (5000, 4096), (4095, 4095)):
+        inst = slo.Instance(load_model("llama-3.2-1b"), big, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16,
+                            2048, slots, 16)
+        assert inst.sizes.capacity // (inst.sizes.per_token * 96) > 4096
+        assert slo.analytic(inst, wl)["batch"] == batch
+
+
+def test_the_default_work_bound_is_15_million_simulated_tokens_as_docs_capacity_md_states():
+    from perfmodel.serving import capacity as cap
+    cap._work(15_000_000, None)  # at the bound: runs
+    with pytest.raises(SpecError, match="--max-tokens"):
+        cap._work(15_000_001, None)
+    cap._work(15_000_001, 15_000_001)
+
+
+def test_the_first_seed_steps_from_the_analytic_bound_by_1_15_and_1_3_and_the_others_from_its_answer_by_2_tol():
+    """seed_search: the first seed's bracket steps up from its start by 1.15x, then 1.3x, then 1.5x at a time; each
+    other seed starts from the first seed's answer, a few tolerances from its own, so it steps by 1 + 2 tol three times
+    before 1.5x."""
+    ok_to = lambda limit: (lambda r: {"ok": r <= limit, "rate": r})  # noqa: E731
+    wl = _wl()  # tolerance 0.05
+    first = [v["rate"] for v in slo.seed_search(ok_to(100.0), 10.0, wl, True)["seen"][:4]]
+    assert first == pytest.approx([10.0, 11.5, 14.95, 22.425], rel=1e-12)
+    other = [v["rate"] for v in slo.seed_search(ok_to(100.0), 10.0, wl, False)["seen"][:5]]
+    assert other == pytest.approx([10.0, 11.0, 12.1, 13.31, 19.965], rel=1e-12)

@@ -254,8 +254,8 @@ def analytic(inst: Instance, wl: Workload) -> dict:
     decode at the largest batch the KV memory, the slots and the TPOT SLO allow, and each request's
     prefill at the token budget's per-token rate."""
     ctx = wl.mean_prompt + wl.mean_output / 2  # a running request's mean context
-    cap_tokens = inst.sizes.capacity / inst.sizes.per_token if inst.sizes.per_token > 0 else math.inf
-    b_mem = max(1, int(cap_tokens // max(ctx, 1.0)))
+    per_req = inst.sizes.per_token * ctx + inst.sizes.per_seq  # a running request's cache and fixed state (kvmemory)
+    b_mem = max(1, int(inst.sizes.capacity // per_req)) if per_req > 0 else 4096  # no cache nor state: the cap binds
     b_max = int(min(inst.slots or 4096, b_mem, 4096))
     c = int(round(ctx))
     one = inst.step([1], [c])
