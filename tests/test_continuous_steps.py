@@ -1,0 +1,55 @@
+"""Continuous batching's iteration, to the row (serving/scheduler.py `_Sim.continuous`): which prompts a prefill-only
+iteration takes under a token budget, and what a two-token prompt makes of the iteration."""
+import numpy as np
+
+from perfmodel.ops import Precision
+from perfmodel.serving import StepCost, Traffic, simulate
+from perfmodel.specs import load_hardware, load_model
+
+M, HW = load_model("llama-2-13b"), load_hardware("h100-sxm")
+COST = StepCost(M, HW, Precision(), 1)
+
+
+def _run(prompts, outs, prefill, budget, slots=8):
+    n = len(prompts)
+    out = np.array([[o] for o in outs])
+    tr = Traffic(np.zeros(n), np.array(prompts), out, int(out.max()), 0, [f"r{i}" for i in range(n)])
+    return simulate(M, HW, tr, "continuous", slots, prefill=prefill, token_budget=budget, cost=COST)
+
+
+def test_a_separate_prefill_takes_whole_prompts_in_order_while_the_budget_lasts_a_prompt_filling_it_exactly_included():
+    """Budget 100, prompts 50, 50, 30 at t = 0: the first prefill takes 50 + 50 = 100 tokens (the second fills the
+    budget exactly), the next the 30 while the two decode wait; decodes run only when no prompt is pending."""
+    tl = _run([50, 50, 30], [3, 3, 3], "separate", 100).timeline
+    assert list(tl["kind"][:2]) == ["prefill", "prefill"]
+    assert list(tl["prefill_tokens"][:2]) == [100, 30] and list(tl["rows"][:2]) == [2, 1]
+    assert list(tl["decode_rows"][:2]) == [0, 0] and tl["kind"][2] == "decode" and tl["rows"][2] == 3
+
+
+def test_a_separate_prefill_of_a_prompt_bigger_than_the_budget_runs_it_whole_and_alone():
+    tl = _run([150, 20], [2, 2], "separate", 100).timeline
+    assert list(tl["prefill_tokens"][:2]) == [150, 20] and list(tl["rows"][:2]) == [1, 1]
+
+
+def test_a_two_token_prompt_is_a_prefill_iteration_in_the_separate_policy_and_a_prefill_row_in_the_chunked_one():
+    """A prompt with 2 tokens left is a prompt (more than the 1 token of a decode): `separate` gives it a prefill-only
+    iteration; `chunked` a mixed-in chunk of 2 tokens, not a decode row."""
+    sep = _run([2], [3], "separate", 100).timeline
+    assert sep["kind"][0] == "prefill" and sep["prefill_tokens"][0] == 2 and sep["decode_rows"][0] == 0
+    ch = _run([2], [3], "chunked", 100).timeline
+    assert ch["kind"][0] == "mixed" and ch["prefill_tokens"][0] == 2 and ch["decode_rows"][0] == 0
+    one = _run([1], [3], "chunked", 100).timeline  # a one-token prompt is a decode row from the start
+    assert one["kind"][0] == "decode" and one["prefill_tokens"][0] == 0 and one["decode_rows"][0] == 1
+
+
+def test_the_progress_callback_hears_the_requests_done_every_256_iterations():
+    """fastsim's and the scheduler's contract: progress(requests done) at iterations 0, 256, 512, ... A lone request
+    of 600 output tokens runs 600 iterations: three calls, none done yet at any of them; with 20 of them, each of
+    30 tokens at t = 0 on 20 slots, 30 iterations: one call, at the first."""
+    n = []
+    tr = Traffic(np.zeros(1), np.array([8]), np.array([[600]]), 600, 0, ["r0"])
+    r = simulate(M, HW, tr, "continuous", 8, cost=COST, progress=n.append)
+    assert r.summary["steps"] == 600 and n == [0, 0, 0]
+    n = []
+    tr = Traffic(np.zeros(20), np.full(20, 8), np.full((20, 1), 30), 30, 0, [f"r{i}" for i in range(20)])
+    assert simulate(M, HW, tr, "continuous", 20, cost=COST, progress=n.append).summary["steps"] == 30 and n == [0]
