@@ -53,3 +53,20 @@ def test_the_progress_callback_hears_the_requests_done_every_256_iterations():
     n = []
     tr = Traffic(np.zeros(20), np.full(20, 8), np.full((20, 1), 30), 30, 0, [f"r{i}" for i in range(20)])
     assert simulate(M, HW, tr, "continuous", 20, cost=COST, progress=n.append).summary["steps"] == 30 and n == [0]
+
+
+def test_a_shared_prefix_is_skipped_by_requests_admitted_once_its_last_token_is_computed_and_not_before():
+    """A 64-token common prefix before 16 own tokens, chunks of 16 (budget 16): the first request computes the prefix
+    in its first 4 iterations. A second request arriving during the 2nd iteration (admitted at its end, a quarter of
+    the prefix computed) computes all 80 of its tokens (the last one as a one-token chunk, a decode row: 80 + 79
+    prefill tokens in all); one arriving during the 4th, admitted the instant the prefix's last token is computed,
+    only its own 16 (80 + 15)."""
+    def run(t2):
+        tr = Traffic(np.array([0.0, t2]), np.array([16, 16]), np.array([[2], [2]]), 2, 64, ["a", "b"])
+        return simulate(M, HW, tr, "continuous", 8, token_budget=16, cost=COST).timeline
+
+    alone = run(10.0)
+    end = np.asarray(alone["t_start_s"]) + np.asarray(alone["duration_s"])
+    assert list(alone["prefill_tokens"][:5]) == [16] * 5
+    early, late = run((end[0] + end[1]) / 2), run((end[2] + end[3]) / 2)
+    assert sum(early["prefill_tokens"]) == 159 and sum(late["prefill_tokens"]) == 95

@@ -132,3 +132,35 @@ def test_a_request_fits_alone_when_its_last_token_s_blocks_and_states_fit_an_emp
     for share, need in ((True, 8 * 16 + 10), (False, 14 * 16 + 10)):
         for cap, ok in ((need, True), (need - 1, False)):
             assert Paged(KVSizes(1.0, 5.0, 0.0, float(cap), 10**6), 16, share).fits_alone(Group(0, 100, [13, 13])) is ok
+
+
+def test_the_shared_prefix_is_paid_by_its_first_user_only():
+    """With the 40-token prefix held by a first request (5 own blocks + 2 prefix blocks + 1 state = 117 B), a second
+    100-token request needs only its own 5 blocks and state, 85 B: 202 B admit both, 201 B only the first."""
+    from perfmodel.serving.kvmemory import Paged
+
+    for cap, ok in ((202.0, True), (201.0, False)):
+        p = Paged(KVSizes(1.0, 5.0, 0.0, cap, 10**6), 16, True, sys_tokens=40)
+        assert p.admit(Group(0, 100, [5])) and p.admit(Group(1, 100, [5])) is ok
+
+
+def test_a_sequence_growing_into_a_new_block_takes_one_block_more_and_within_a_block_none():
+    """A 111-token prompt (7 blocks of 16) grows by one token at a time after its prefill: to 112 (the 7th block
+    full), then to 113 (an 8th block): the device's blocks go 7, 7, 8 and its held tokens 111, 112, 113, whether
+    the manager updates one group or a list of them."""
+    from perfmodel.serving.kvmemory import Paged
+
+    for how in ("update", "update_from"):
+        p = Paged(SIZES, 16, False)
+        g = Group(0, 111, [5])
+        assert p.admit(g) and (p.blocks, p.held) == (7, 111)
+        for known, blocks in ((112, 7), (113, 8), (128, 8), (129, 9)):
+            g.seqs[0].known = known
+            assert (p.update(g) if how == "update" else p.update_from([g]) == 1)
+            assert (p.blocks, p.held, p.logical, p.nseq) == (blocks, known, blocks, 1) and g.mem == (blocks, known, blocks, 1)
+            assert p.free_bytes() == 10_000 - blocks * 16 - 5
+    p = Paged(SIZES, 2, False)  # 2-token blocks: a 2-token prompt (1 block) growing to 3 tokens takes a 2nd block
+    g = Group(0, 2, [5])
+    assert p.admit(g) and p.blocks == 1
+    g.seqs[0].known = 3
+    assert p.update(g) and (p.blocks, p.held, g.mem) == (2, 3, (2, 3, 2, 1))
