@@ -145,22 +145,39 @@ def test_the_shared_prefix_is_paid_by_its_first_user_only():
 
 
 def test_a_sequence_growing_into_a_new_block_takes_one_block_more_and_within_a_block_none():
-    """A 111-token prompt (7 blocks of 16) grows by one token at a time after its prefill: to 112 (the 7th block
-    full), then to 113 (an 8th block): the device's blocks go 7, 7, 8 and its held tokens 111, 112, 113, whether
-    the manager updates one group or a list of them."""
+    """A 111-token prompt (7 blocks of 16) grows after its prefill: to 112 (the 7th block full), 113 (an 8th block),
+    120, 128 (inside the 8th) and 129 (a 9th): the device's blocks go 7, 8, 8, 8, 9 and its held tokens with the
+    context, whether the manager updates one group or a list of them."""
     from perfmodel.serving.kvmemory import Paged
 
     for how in ("update", "update_from"):
         p = Paged(SIZES, 16, False)
         g = Group(0, 111, [5])
         assert p.admit(g) and (p.blocks, p.held) == (7, 111)
-        for known, blocks in ((112, 7), (113, 8), (128, 8), (129, 9)):
+        for known, blocks in ((112, 7), (113, 8), (120, 8), (128, 8), (129, 9)):
             g.seqs[0].known = known
             assert (p.update(g) if how == "update" else p.update_from([g]) == 1)
             assert (p.blocks, p.held, p.logical, p.nseq) == (blocks, known, blocks, 1) and g.mem == (blocks, known, blocks, 1)
             assert p.free_bytes() == 10_000 - blocks * 16 - 5
-    p = Paged(SIZES, 2, False)  # 2-token blocks: a 2-token prompt (1 block) growing to 3 tokens takes a 2nd block
-    g = Group(0, 2, [5])
-    assert p.admit(g) and p.blocks == 1
-    g.seqs[0].known = 3
-    assert p.update(g) and (p.blocks, p.held, g.mem) == (2, 3, (2, 3, 2, 1))
+    for how in ("update", "update_from"):  # 2-token blocks: a 2-token prompt (1 block) growing to 3 takes a 2nd
+        p = Paged(SIZES, 2, False)
+        g = Group(0, 2, [5])
+        assert p.admit(g) and p.blocks == 1
+        g.seqs[0].known = 3
+        assert (p.update(g) if how == "update" else p.update_from([g]) == 1)
+        assert (p.blocks, p.held, g.mem) == (2, 3, (2, 3, 2, 1))
+
+
+def test_with_a_shared_prefix_a_growing_sequence_counts_only_its_own_blocks_either_way():
+    """A 40-token prefix (2 shared blocks) and a 100-token prompt: own blocks 4 full + 1 for tokens 97-100; growing
+    to 112 fills that block, 113 takes another; without sharing it would be 7 then 8 blocks (`logical`)."""
+    from perfmodel.serving.kvmemory import Paged
+
+    for how in ("update", "update_from"):
+        p = Paged(SIZES, 16, True, sys_tokens=40)
+        g = Group(0, 100, [20])
+        assert p.admit(g) and g.mem == (5, 68, 7, 1)
+        for known, rec in ((105, (5, 73, 7, 1)), (112, (5, 80, 7, 1)), (113, (6, 81, 8, 1))):
+            g.seqs[0].known = known
+            assert (p.update(g) if how == "update" else p.update_from([g]) == 1)
+            assert g.mem == rec and (p.blocks, p.held, p.logical) == rec[:3]
