@@ -70,3 +70,13 @@ def test_a_shared_prefix_is_skipped_by_requests_admitted_once_its_last_token_is_
     assert list(alone["prefill_tokens"][:5]) == [16] * 5
     early, late = run((end[0] + end[1]) / 2), run((end[2] + end[3]) / 2)
     assert sum(early["prefill_tokens"]) == 159 and sum(late["prefill_tokens"]) == 95
+
+
+def test_the_progress_callback_counts_the_requests_done_by_its_iteration():
+    """Ten requests of 2 tokens finish in the first iterations, beside one of 600 tokens: at iterations 0, 256 and
+    512 the callback hears 0, 10 and 10 requests done."""
+    n = []
+    out = np.array([[600]] + [[2]] * 10)
+    tr = Traffic(np.zeros(11), np.full(11, 8), out, 600, 0, [f"r{i}" for i in range(11)])
+    simulate(M, HW, tr, "continuous", 16, cost=COST, progress=n.append)
+    assert n == [0, 10, 10]

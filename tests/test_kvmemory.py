@@ -181,3 +181,16 @@ def test_with_a_shared_prefix_a_growing_sequence_counts_only_its_own_blocks_eith
             g.seqs[0].known = known
             assert (p.update(g) if how == "update" else p.update_from([g]) == 1)
             assert g.mem == rec and (p.blocks, p.held, p.logical) == rec[:3]
+
+
+def test_the_shared_prefix_stays_computed_while_one_request_holds_it_and_is_freed_with_the_last():
+    from perfmodel.serving.kvmemory import Paged
+
+    p = Paged(SIZES, 16, True, sys_tokens=40)
+    a, b = Group(0, 100, [5]), Group(1, 100, [5])
+    assert p.admit(a) and p.admit(b) and p.sys_refs == 2
+    p.sys_ready = True  # the simulator sets it once the first holder has computed the prefix
+    p.release(a)
+    assert p.sys_ready and p.sys_refs == 1 and p.free_bytes() == 10_000 - (5 + 2) * 16 - 5
+    p.release(b)
+    assert not p.sys_ready and p.sys_refs == 0 and p.free_bytes() == 10_000
