@@ -80,3 +80,62 @@ def test_the_progress_callback_counts_the_requests_done_by_its_iteration():
     tr = Traffic(np.zeros(11), np.full(11, 8), out, 600, 0, [f"r{i}" for i in range(11)])
     simulate(M, HW, tr, "continuous", 16, cost=COST, progress=n.append)
     assert n == [0, 10, 10]
+
+
+def _tr(prompts, outs):
+    out = np.array(outs)
+    return Traffic(np.zeros(len(prompts)), np.array(prompts), out, int(out.max()), 0,
+                   [f"r{i}" for i in range(len(prompts))])
+
+
+def test_simulate_defaults_to_8_slots_and_a_16_token_cost_quantum_and_prices_the_precision_given():
+    tr = _tr([100] * 10, [[37]] * 10)
+    d = simulate(M, HW, tr)
+    assert d.summary["slots"] == 8 and d.summary["peak_running"] == 8
+    q16 = simulate(M, HW, tr, cost_quantum=16)
+    assert list(d.timeline["duration_s"]) == list(q16.timeline["duration_s"])
+    exact = simulate(M, HW, tr, cost_quantum=1)
+    assert sum(exact.timeline["duration_s"]) < sum(d.timeline["duration_s"])  # rounded-up contexts cost more
+    fp8 = simulate(M, HW, tr, prec=Precision(kv="fp8"))
+    assert fp8.summary["peak_kv_reserved_bytes"] == d.summary["peak_kv_reserved_bytes"] / 2
+
+
+def test_the_kv_manager_label_says_shared_only_for_a_paged_cache_that_shares():
+    tr = _tr([100, 100], [[5], [5]])
+    label = lambda **k: simulate(M, HW, tr, cost=COST, **k).summary["kv_manager"]  # noqa: E731
+    assert label(kv_manager="paged") == "paged+shared" and label(kv_manager="paged", sharing=False) == "paged"
+    assert label(kv_manager="contiguous") == "contiguous" == label(kv_manager="contiguous", sharing=False)
+
+
+def test_a_warm_up_must_leave_a_request_to_measure():
+    import pytest
+
+    from perfmodel.errors import SpecError
+
+    tr = _tr([100, 100], [[5], [5]])
+    assert simulate(M, HW, tr, cost=COST, warmup=1).summary["warmup"] == 1
+    with pytest.raises(SpecError, match="--warmup"):
+        simulate(M, HW, tr, cost=COST, warmup=2)
+
+
+def test_a_request_longer_than_max_context_is_refused_by_its_longest_sample_and_one_that_reaches_it_runs():
+    """Llama-2-13B's max_context is 4,096: prompt 4,000 + 96 tokens runs; + 97 is refused, also when only one of
+    two samples is that long."""
+    import pytest
+
+    from perfmodel.errors import SpecError
+
+    assert simulate(M, HW, _tr([4000], [[96]]), cost=COST).summary["tokens"] == 96
+    for outs in ([[97]], [[5, 97]]):
+        with pytest.raises(SpecError, match="max_context"):
+            simulate(M, HW, _tr([4000], outs), cost=COST)
+
+
+def test_with_an_empty_queue_a_hole_as_big_as_the_smallest_region_any_request_needs_is_not_external_fragmentation():
+    """Contiguous regions of prompt + the longest output (10): A 20 tokens, B 110, C 20, laid out in that order.
+    A finishes first; while B and C run and nobody waits, A's 20-token hole still serves the smallest request of
+    the traffic, so no memory is counted as external fragmentation."""
+    tr = _tr([10, 100, 10], [[2], [10], [10]])
+    tl = simulate(M, HW, tr, kv_manager="contiguous", cost=COST).timeline
+    after = [i for i in range(len(tl["step"])) if tl["running"][i] == 2 and tl["waiting"][i] == 0]
+    assert after and all(tl["kv_external_bytes"][i] == 0 for i in after)

@@ -194,3 +194,15 @@ def test_the_shared_prefix_stays_computed_while_one_request_holds_it_and_is_free
     assert p.sys_ready and p.sys_refs == 1 and p.free_bytes() == 10_000 - (5 + 2) * 16 - 5
     p.release(b)
     assert not p.sys_ready and p.sys_refs == 0 and p.free_bytes() == 10_000
+
+
+def test_a_contiguous_request_fits_alone_when_one_region_per_sample_fills_the_memory_to_the_byte():
+    """A region is prompt + the traffic's longest output (capped at max_context): prompt 100, max output 28 ->
+    128 tokens + 5 B of state = 133 B a sample; 2 samples fit in 266 B and not in 265."""
+    from perfmodel.serving.kvmemory import Contiguous
+
+    for cap, ok in ((266.0, True), (265.0, False)):
+        c = Contiguous(KVSizes(1.0, 5.0, 0.0, cap, 10**6), 28)
+        assert c.region_tokens(Group(0, 100, [3, 4])) == 128
+        assert c.fits_alone(Group(0, 100, [3, 4])) is ok
+    assert Contiguous(KVSizes(1.0, 5.0, 0.0, 1e6, 120), 28).region_tokens(Group(0, 100, [3])) == 120  # max_context

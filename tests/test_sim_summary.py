@@ -100,3 +100,7 @@ def test_a_run_whose_requests_all_return_the_instant_they_are_sent_has_no_rate()
     z = np.array([0.0])
     s = result(tr, z, z, z, z, np.array([0]), np.array([1]), LOG, 1, "roofline", 1, SIZES, "continuous", {}).summary
     assert s["makespan_s"] == 0.0 and math.isnan(s["throughput_tok_s"]) and math.isnan(s["request_rate"])
+
+
+def test_little_s_law_over_a_window_shorter_than_a_second():
+    assert little(np.array([0.0, 0.25]), np.array([0.5, 0.5])) == {"request_rate": 4.0, "mean_in_flight": 1.5}
