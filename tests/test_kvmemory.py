@@ -206,3 +206,26 @@ def test_a_contiguous_request_fits_alone_when_one_region_per_sample_fills_the_me
         assert c.region_tokens(Group(0, 100, [3, 4])) == 128
         assert c.fits_alone(Group(0, 100, [3, 4])) is ok
     assert Contiguous(KVSizes(1.0, 5.0, 0.0, 1e6, 120), 28).region_tokens(Group(0, 100, [3])) == 120  # max_context
+
+
+def test_contiguous_accounting_reserves_whole_regions_first_fit_and_counts_holes_too_small_for_the_next_region():
+    """1 B a token, 5 B of state, 1,000 B, longest output 28. A (prompt 100, 1 sample of 3) reserves 128 + 5 = 133 B
+    at 0 and holds its prompt, 105 B; 26 tokens of its region it never fills (internal), the other 2 it will (future).
+    B (prompt 50, samples of 2 and 4) reserves two regions of 83 B before its fork. When A leaves, its 133-B hole
+    serves a next request of 133 B (no external fragmentation) but not one of 233 B (133 B external)."""
+    from perfmodel.serving.kvmemory import Contiguous
+
+    c = Contiguous(KVSizes(1.0, 5.0, 0.0, 1000.0, 10**6), 28)
+    a, b = Group(0, 100, [3]), Group(1, 50, [2, 4])
+    assert c.admit(a) and a.seqs[0].region == 0.0 and a.mem == (105.0, 1)
+    assert c.snapshot() == (105.0, 133.0, 26.0, 2.0, 0.0, 0.0)
+    assert c.admit(b) and b.seqs[0].region == 133.0 and b.spare == [216.0]
+    assert c.snapshot() == (160.0, 299.0, 78.0, 61.0, 0.0, 0.0) and c.nseq == 2
+    a.seqs[0].known = 101
+    assert c.update_from([a]) == 1 and c.snapshot()[0] == 161.0
+    c.release(a)
+    assert c.holes() == [133.0, 0.0, 701.0] and c.free_bytes() == 834.0
+    assert (c.held_bytes, c.internal, c.nseq, a.mem) == (55.0, 52.0, 1, None)
+    assert c.snapshot(Group(2, 100, [1]))[4] == 0.0  # a 133-B region fits the hole exactly
+    assert c.snapshot(Group(2, 200, [1]))[4] == 133.0  # a 233-B one does not
+    assert c.admit(Group(3, 100, [3])) and c.holes()[0] == 0.0  # first fit: into A's hole
