@@ -1,0 +1,47 @@
+"""The fast simulator's own rules (serving/fastsim.py): a request fits alone when the blocks of its last token and
+its state fit an empty device, exactly as the paged manager says; a prefilled request (a disaggregated decode pool)
+holds prompt + 1 tokens and decodes output - 1 more; the block size defaults to 16 tokens."""
+import numpy as np
+import pytest
+
+from perfmodel import load_hardware, load_model
+from perfmodel.ops import Precision
+from perfmodel.serving import StepCost, fastsim
+from perfmodel.serving.kvmemory import Group, KVSizes, Paged, kv_sizes
+
+M, HW = load_model("llama-2-13b"), load_hardware("h100-sxm")
+COST = StepCost(M, HW, Precision(), 1)
+SIZES = kv_sizes(M, HW)
+
+
+def test_fits_alone_is_the_paged_managers_answer_for_one_sample_requests_to_the_byte():
+    """Prompt 100 + output 13 - 1 = 112 tokens = 7 blocks of 16 (1 B a token) + 5 B of state = 117 B: fits in 117,
+    not in 116; vectorized over requests, and the same as Paged.fits_alone with or without sharing."""
+    prompts, outs = np.array([100, 100, 1, 16, 17]), np.array([13, 14, 1, 1, 1])
+    for cap in (116.0, 117.0, 133.0):
+        s = KVSizes(1.0, 5.0, 0.0, cap, 10**6)
+        got = fastsim.fits_alone(s, 16, prompts, outs)
+        for share in (True, False):
+            want = [Paged(s, 16, share).fits_alone(Group(0, int(p), [int(o)])) for p, o in zip(prompts, outs)]
+            assert list(got) == want
+    s = KVSizes(1.0, 5.0, 0.0, 117.0, 10**6)
+    assert list(fastsim.fits_alone(s, 16, prompts, outs)) == [True, False, True, True, True]
+    assert list(fastsim.fits_alone(KVSizes(1.0, 5.0, 0.0, 116.0, 10**6), 16, prompts, outs))[:2] == [False, False]
+
+
+def test_a_prefilled_request_decodes_output_minus_one_tokens_from_prompt_plus_one():
+    """Prompt 100, output 5, prefilled: 4 decode steps at contexts 101 ... 104 (its first token came with it), the
+    first of them ending at the decode step time of context 101."""
+    r = fastsim.run([0.0], [100], [5], SIZES, fastsim.ExactCost(COST), prefilled=True)
+    assert r["steps"] == 4 and r["generated"] == 4
+    assert r["first"][0] == pytest.approx(COST.same(1, 101, 1), rel=1e-12)
+    assert r["done"][0] == pytest.approx(sum(COST.same(1, 100 + k, 1) for k in range(1, 5)), rel=1e-12)
+    whole = fastsim.run([0.0], [100], [5], SIZES, fastsim.ExactCost(COST))
+    assert whole["steps"] == 5 and whole["generated"] == 5  # a prefill, then 4 decodes
+
+
+def test_the_fast_simulator_s_blocks_are_16_tokens_unless_told():
+    """Prompt 100 + output 5: 104 tokens held at the end, 7 blocks of 16 tokens (of 15, 7 blocks of 105 tokens)."""
+    r = fastsim.run([0.0], [100], [5], SIZES, fastsim.ExactCost(COST))
+    assert r["peak_kv_bytes"] == 7 * 16 * SIZES.per_token
+    assert fastsim.run([0.0], [100], [5], SIZES, fastsim.ExactCost(COST), block=8)["peak_kv_bytes"] == 13 * 8 * SIZES.per_token
