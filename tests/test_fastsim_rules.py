@@ -45,3 +45,25 @@ def test_the_fast_simulator_s_blocks_are_16_tokens_unless_told():
     r = fastsim.run([0.0], [100], [5], SIZES, fastsim.ExactCost(COST))
     assert r["peak_kv_bytes"] == 7 * 16 * SIZES.per_token
     assert fastsim.run([0.0], [100], [5], SIZES, fastsim.ExactCost(COST), block=8)["peak_kv_bytes"] == 13 * 8 * SIZES.per_token
+
+
+def test_prefilled_requests_hold_their_prompt_plus_the_first_token_from_admission():
+    """Two prefilled 96-token prompts (outputs 5 and 3) hold 97 tokens each on admission, 7 blocks of 16 each,
+    and grow within them: 14 blocks at the peak."""
+    r = fastsim.run([0.0, 0.0], [96, 96], [5, 3], SIZES, fastsim.ExactCost(COST), prefilled=True)
+    assert r["generated"] == 4 + 2 and r["peak_kv_bytes"] == 14 * 16 * SIZES.per_token
+
+
+def test_fits_alone_counts_a_partly_filled_last_block_whole():
+    """Prompt 100 + output 14 - 1 = 113 tokens: 8 blocks (128 B) + 5 B of state: not in 120 B, though 113 + 5 would."""
+    s = KVSizes(1.0, 5.0, 0.0, 120.0, 10**6)
+    assert not fastsim.fits_alone(s, 16, np.array([100]), np.array([14]))[0]
+    assert fastsim.fits_alone(KVSizes(1.0, 5.0, 0.0, 133.0, 10**6), 16, np.array([100]), np.array([14]))[0]
+
+
+def test_two_requests_whose_blocks_and_states_fill_the_device_to_the_byte_run_together():
+    """Prompt 100, output 5: 104 tokens at the end, 7 blocks of 16 (1 B a token) + 5 B of state = 117 B each:
+    234 B run both at once, 233 B one after the other."""
+    for cap, peak in ((234.0, 2), (233.0, 1)):
+        r = fastsim.run([0.0, 0.0], [100, 100], [5, 5], KVSizes(1.0, 5.0, 0.0, cap, 10**6), fastsim.ExactCost(COST))
+        assert r["peak_running"] == peak and r["generated"] == 10
