@@ -67,3 +67,31 @@ def test_two_requests_whose_blocks_and_states_fill_the_device_to_the_byte_run_to
     for cap, peak in ((234.0, 2), (233.0, 1)):
         r = fastsim.run([0.0, 0.0], [100, 100], [5, 5], KVSizes(1.0, 5.0, 0.0, cap, 10**6), fastsim.ExactCost(COST))
         assert r["peak_running"] == peak and r["generated"] == 10
+
+
+@pytest.mark.parametrize("q", [50, 90, 99])
+def test_a_run_whose_percentile_equals_its_slo_is_never_stopped_as_failing(q):
+    """The stop rule ends a run early only when the window's q-th percentile must exceed an SLO. With the SLO set to
+    the full run's own percentile exactly (TTFT, then TPOT), the run passes, so it must never be stopped; with the
+    SLO a little below, a run that stops says the metric that failed. 40 requests of a Poisson trace on one H100 at
+    a rate that queues them, window 5-35."""
+    from perfmodel.serving import make_traffic
+
+    tr = make_traffic(40, 60.0, None, "uniform:200,2000", "uniform:1,60", 1, 0, 3)
+    arr, P, O = tr.arrival, tr.prompt, tr.outputs[:, 0]
+    cost = fastsim.ExactCost(COST)
+    full = fastsim.run(arr, P, O, SIZES, cost, 8, 512)
+    w = slice(5, 35)
+    ttft = full["first"][w] - arr[w]
+    multi = O[w] > 1
+    tpot = (full["last"][w][multi] - full["first"][w][multi]) / (O[w][multi] - 1)
+    pt, pd_ = float(np.percentile(ttft, q)), float(np.percentile(tpot, q))
+    assert ttft.max() > 2 * ttft.min() and (~multi).any()  # queueing, and one-token requests in the window
+    for slo_t, slo_d in ((pt, np.inf), (np.inf, pd_)):
+        r = fastsim.run(arr, P, O, SIZES, cost, 8, 512, stop={"window": w, "ttft": slo_t, "tpot": slo_d, "q": q},
+                        every=1)
+        assert r["stopped"] is None
+    for slo_t, slo_d, metric in ((pt * 0.999, np.inf, "ttft"), (np.inf, pd_ * 0.999, "tpot")):
+        r = fastsim.run(arr, P, O, SIZES, cost, 8, 512, stop={"window": w, "ttft": slo_t, "tpot": slo_d, "q": q},
+                        every=1)
+        assert r["stopped"] in (None, metric)
