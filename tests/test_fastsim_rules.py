@@ -115,3 +115,11 @@ def test_with_a_fixed_state_per_sequence_fastsim_is_the_scheduler_request_for_re
         assert np.array_equal(ref[a], got[b]), a
     if cap < 1200:
         assert got["preempted"] > 0 and got["memory_stalls"] > 0
+
+
+def test_a_request_whose_blocks_and_state_are_one_byte_more_than_the_free_memory_waits():
+    """157 B, 1 B a token, 7 B of state: A (prompt 100, output 10) takes 7 blocks + 7 = 119 B, leaving 38; B (prompt
+    20) needs 2 blocks + 7 = 39 B and waits until A is done. With 158 B it runs beside A."""
+    for cap, waits in ((157.0, True), (158.0, False)):
+        r = fastsim.run([0.0, 0.0], [100, 20], [10, 2], KVSizes(1.0, 7.0, 0.0, cap, 10**6), fastsim.ExactCost(COST))
+        assert bool(r["first"][1] > r["done"][0]) is waits and (r["memory_stalls"] > 0) is waits
