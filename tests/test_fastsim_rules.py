@@ -123,3 +123,4 @@ def test_a_request_whose_blocks_and_state_are_one_byte_more_than_the_free_memory
     for cap, waits in ((157.0, True), (158.0, False)):
         r = fastsim.run([0.0, 0.0], [100, 20], [10, 2], KVSizes(1.0, 7.0, 0.0, cap, 10**6), fastsim.ExactCost(COST))
         assert bool(r["first"][1] > r["done"][0]) is waits and (r["memory_stalls"] > 0) is waits
+        assert r["preempted"] == 0  # B is never admitted into memory it does not have
