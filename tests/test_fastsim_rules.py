@@ -124,3 +124,18 @@ def test_a_request_whose_blocks_and_state_are_one_byte_more_than_the_free_memory
         r = fastsim.run([0.0, 0.0], [100, 20], [10, 2], KVSizes(1.0, 7.0, 0.0, cap, 10**6), fastsim.ExactCost(COST))
         assert bool(r["first"][1] > r["done"][0]) is waits and (r["memory_stalls"] > 0) is waits
         assert r["preempted"] == 0  # B is never admitted into memory it does not have
+
+
+def test_a_request_kept_out_by_the_slots_counts_one_slot_stall_a_step_and_the_device_is_busy_every_step():
+    """One slot, two requests at t = 0: B waits through A's 3 steps (a prefill and 2 decodes), a slot stall each;
+    the device is busy from the first step to the last, so busy_s is B's return time."""
+    r = fastsim.run([0.0, 0.0], [100, 100], [3, 2], SIZES, fastsim.ExactCost(COST), slots=1)
+    assert r["slot_stalls"] == 3 and r["memory_stalls"] == 0 and r["steps"] == 5
+    assert r["busy_s"] == pytest.approx(r["done"][1], rel=1e-12)
+
+
+def test_fastsim_s_progress_hears_the_requests_done_every_256_iterations():
+    """Ten 2-token requests beside one of 600 (priced one iteration at a time): at iterations 256 and 512, 10 done."""
+    seen = []
+    fastsim.run([0.0] * 11, [8] * 11, [600] + [2] * 10, SIZES, fastsim.ExactCost(COST), slots=16, progress=seen.append)
+    assert seen == [10, 10]
