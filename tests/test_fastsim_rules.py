@@ -139,3 +139,21 @@ def test_fastsim_s_progress_hears_the_requests_done_every_256_iterations():
     seen = []
     fastsim.run([0.0] * 11, [8] * 11, [600] + [2] * 10, SIZES, fastsim.ExactCost(COST), slots=16, progress=seen.append)
     assert seen == [10, 10]
+
+
+@pytest.mark.parametrize("rate,seed", [(5.0, 0), (20.0, 1), (60.0, 2)])
+def test_leaping_over_decode_runs_between_poisson_arrivals_changes_no_request_time_nor_the_busy_time(rate, seed):
+    """FastCost prices a run of decode-only iterations at once and stops the run at the first iteration that starts
+    at or after the next arrival: with open-loop arrivals every request time, the steps, the tokens and the busy time
+    are those of the iteration-by-iteration loop."""
+    from perfmodel.serving import make_traffic
+
+    cost = fastsim.FastCost(StepCost(load_model("llama-3.1-8b"), HW, Precision(), 16), 2048)
+    sizes = kv_sizes(load_model("llama-3.1-8b"), HW)
+    tr = make_traffic(60, rate, None, "uniform:50,800", "uniform:20,300", 1, 0, seed)
+    args = (tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, cost, 16, 2048, "chunked", 16)
+    a, b = fastsim.run(*args, leap=False), fastsim.run(*args, leap=True)
+    assert a["steps"] == b["steps"] and a["generated"] == b["generated"] and a["peak_running"] == b["peak_running"]
+    for k in ("first", "last", "done"):
+        assert np.allclose(a[k], b[k], rtol=1e-9, atol=1e-12), k
+    assert b["busy_s"] == pytest.approx(a["busy_s"], rel=1e-9)
