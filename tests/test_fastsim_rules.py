@@ -113,6 +113,9 @@ def test_with_a_fixed_state_per_sequence_fastsim_is_the_scheduler_request_for_re
     got = fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, fastsim.ExactCost(COST), 8, budget)
     for a, b in (("first_token_s", "first"), ("last_token_s", "last"), ("done_s", "done"), ("preemptions", "preemptions")):
         assert np.array_equal(ref[a], got[b]), a
+    log = []
+    fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, fastsim.ExactCost(COST), 8, budget, log=log)
+    assert [row[11:13] for row in log] == [row[11:13] for row in sim.log]  # KV used and reserved, state included
     if cap < 1200:
         assert got["preempted"] > 0 and got["memory_stalls"] > 0
 
@@ -122,7 +125,7 @@ def test_a_request_whose_blocks_and_state_are_one_byte_more_than_the_free_memory
     20) needs 2 blocks + 7 = 39 B and waits until A is done. With 158 B it runs beside A."""
     for cap, waits in ((157.0, True), (158.0, False)):
         r = fastsim.run([0.0, 0.0], [100, 20], [10, 2], KVSizes(1.0, 7.0, 0.0, cap, 10**6), fastsim.ExactCost(COST))
-        assert bool(r["first"][1] > r["done"][0]) is waits and (r["memory_stalls"] > 0) is waits
+        assert bool(r["first"][1] > r["done"][0]) is waits and r["memory_stalls"] == (10 if waits else 0)  # A's steps
         assert r["preempted"] == 0  # B is never admitted into memory it does not have
 
 
@@ -157,3 +160,16 @@ def test_leaping_over_decode_runs_between_poisson_arrivals_changes_no_request_ti
     for k in ("first", "last", "done"):
         assert np.allclose(a[k], b[k], rtol=1e-9, atol=1e-12), k
     assert b["busy_s"] == pytest.approx(a["busy_s"], rel=1e-9)
+
+
+def test_fastsim_s_prefill_policies_under_a_budget():
+    """`separate`, budget 100: a 150-token prompt runs alone, whole, and the 20-token one after it. `chunked`, budget
+    2, one request decoding: the 50-token prompt beside it gets the 1 token left each iteration and has its first
+    token long before the decoding one is done. Budget 16: a 16-token prompt gets 15, then its last token in a
+    decode-only iteration, which records its first token."""
+    r = fastsim.run([0.0, 0.0], [150, 20], [2, 2], SIZES, fastsim.ExactCost(COST), None, 100, "separate")
+    assert r["first"][1] > r["first"][0] > 0
+    r = fastsim.run([0.0, 0.001], [8, 50], [200, 2], SIZES, fastsim.ExactCost(COST), None, 2)
+    assert 0 < r["first"][1] < r["done"][0] / 2
+    r = fastsim.run([0.0, 0.001], [8, 16], [50, 5], SIZES, fastsim.ExactCost(COST), None, 16)
+    assert 0 < r["first"][1] < r["done"][1] < r["done"][0]
