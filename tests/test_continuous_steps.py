@@ -10,10 +10,15 @@ M, HW = load_model("llama-2-13b"), load_hardware("h100-sxm")
 COST = StepCost(M, HW, Precision(), 1)
 
 
+def _tr(prompts, outs):
+    """Requests at t = 0: prompts, and each one's sample output lengths."""
+    out = np.array(outs)
+    return Traffic(np.zeros(len(prompts)), np.array(prompts), out, int(out.max()), 0,
+                   [f"r{i}" for i in range(len(prompts))])
+
+
 def _run(prompts, outs, prefill, budget, slots=8):
-    n = len(prompts)
-    out = np.array([[o] for o in outs])
-    tr = Traffic(np.zeros(n), np.array(prompts), out, int(out.max()), 0, [f"r{i}" for i in range(n)])
+    tr = _tr(prompts, [[o] for o in outs])
     return simulate(M, HW, tr, "continuous", slots, prefill=prefill, token_budget=budget, cost=COST)
 
 
@@ -80,12 +85,6 @@ def test_the_progress_callback_counts_the_requests_done_by_its_iteration():
     tr = Traffic(np.zeros(11), np.full(11, 8), out, 600, 0, [f"r{i}" for i in range(11)])
     simulate(M, HW, tr, "continuous", 16, cost=COST, progress=n.append)
     assert n == [0, 10, 10]
-
-
-def _tr(prompts, outs):
-    out = np.array(outs)
-    return Traffic(np.zeros(len(prompts)), np.array(prompts), out, int(out.max()), 0,
-                   [f"r{i}" for i in range(len(prompts))])
 
 
 def test_simulate_defaults_to_8_slots_and_a_16_token_cost_quantum_and_prices_the_precision_given():

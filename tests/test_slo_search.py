@@ -10,6 +10,12 @@ from perfmodel.serving import fastsim, slo
 from perfmodel.serving.slo import Workload
 
 
+def _inst(slots=32, hw="l4", model="llama-3.2-1b"):
+    """One replica of `model` on `hw` (tp 1), roofline: 16-token cost quantum, a 2,048-token budget, 16-token blocks."""
+    hw = load_hardware(hw) if isinstance(hw, str) else hw
+    return slo.Instance(load_model(model), hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, slots, 16)
+
+
 def _wl(requests=None, seeds=1, slo_ttft=1.0):
     return Workload("uniform:32,128", "uniform:1,40", slo_ttft, 0.05, 99, seeds, 0, requests, 0.05)
 
@@ -54,8 +60,7 @@ def test_a_failing_run_stops_as_soon_as_its_verdict_is_certain_and_says_its_valu
     """simulate_rate's default stop rule (the measured window, the SLOs, the percentile) ends a run that has already
     failed: fewer steps than the whole run, the same failing verdict, `exact` False."""
 
-    inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
-                        None, 16, 2048, 32, 16)
+    inst = _inst()
     wl = _wl(requests=300, slo_ttft=0.03)
     quick, whole = slo.simulate_rate(inst, wl, 300, 400.0, 0), slo.simulate_rate(inst, wl, 300, 400.0, 0, stop=False)
     assert not quick["ok"] and not whole["ok"] and quick["fail"] == whole["fail"] == "ttft"
@@ -87,8 +92,7 @@ def test_a_replica_s_ttft_is_first_token_minus_arrival_over_the_window_first_tok
     (last - first token) / (output - 1) of the requests of two or more tokens; requests in the system by Little's
     law, the rate times the mean latency."""
 
-    inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
-                        None, 16, 2048, 32, 16)
+    inst = _inst()
     wl = _wl(requests=200)
     v = slo.simulate_rate(inst, wl, 200, 100.0, 0, stop="window")
     arr, P, O = wl.trace(200, 100.0, 0)
@@ -107,10 +111,9 @@ def test_a_ttft_failure_while_the_kv_cache_stalls_admission_is_blamed_on_memory(
     """An L4 cut to 2.53 GB holds Llama-3.2-1B's weights and the cache of 1,780 tokens (32 requests of up to 168):
     at 200 requests/s admission waits for memory and TTFT fails: `memory`. With its whole 24 GB the same load fails TTFT with no stall."""
 
-    m, l4 = load_model("llama-3.2-1b"), load_hardware("l4")
+    l4 = load_hardware("l4")
     wl = _wl(requests=300, slo_ttft=0.05)
-    run = lambda hw, rate: slo.simulate_rate(slo.Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline",  # noqa: E731
-                                                          None, 16, 2048, 32, 16), wl, 300, rate, 0)
+    run = lambda hw, rate: slo.simulate_rate(_inst(32, hw), wl, 300, rate, 0)  # noqa: E731
     small = run(l4.replace(memory_capacity=2.53e9), 200.0)
     assert small["memory_stalls"] + small["preempted"] > 0 and small["fail"] == "memory"
     big = run(l4, 2000.0)
@@ -152,12 +155,12 @@ def test_the_analytic_bound_is_the_largest_batch_within_memory_slots_and_tpot_an
     the largest batch whose decode step meets the TPOT SLO; the rate 1 / (output x step / B + prompt x prefill
     time per token at the chunk). On an L4 cut to 2.53 GB (1,780 tokens of cache) memory binds."""
 
-    m, l4 = load_model("llama-3.2-1b"), load_hardware("l4")
+    l4 = load_hardware("l4")
     wl = Workload("uniform:32,128", "uniform:100,300", 1.0, 0.05, 99, 1, 0, None, 0.05)
     ctx = wl.mean_prompt + wl.mean_output / 2
     for hw, slots, binds in ((l4.replace(memory_capacity=2.53e9), 256, "memory"), (l4, 16, "slots"),
                              (l4, 256, "tpot")):
-        inst = slo.Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, slots, 16)
+        inst = _inst(slots, hw)
         a = slo.analytic(inst, wl if binds != "tpot" else Workload("uniform:32,128", "uniform:100,300", 1.0, 0.012,
                                                                       99, 1, 0, None, 0.05))
         tpot = 0.05 if binds != "tpot" else 0.012
@@ -179,8 +182,7 @@ def test_the_analytic_bound_is_the_largest_batch_within_memory_slots_and_tpot_an
 def test_the_analytic_batch_is_at_least_one_request_when_the_memory_holds_less_than_one_at_mean_context():
 
     hw = load_hardware("l4").replace(memory_capacity=2.5e9)  # 866 tokens of cache
-    inst = slo.Instance(load_model("llama-3.2-1b"), hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048,
-                        256, 16)
+    inst = _inst(256, hw)
     wl = Workload("uniform:32,128", "uniform:2000,3000", 1.0, 0.05, 99, 1, 0, None, 0.05)  # 1,330 tokens on average
     assert inst.sizes.capacity / inst.sizes.per_token < wl.mean_prompt + wl.mean_output / 2
     a = slo.analytic(inst, wl)
@@ -189,10 +191,8 @@ def test_the_analytic_batch_is_at_least_one_request_when_the_memory_holds_less_t
 
 def test_without_a_slot_limit_the_analytic_batch_is_bounded_by_memory_and_tpot_alone():
 
-    m, hw = load_model("llama-3.2-1b"), load_hardware("l4")
     wl = Workload("uniform:32,128", "uniform:100,300", 1.0, 0.5, 99, 1, 0, None, 0.05)
-    a = {s: slo.analytic(slo.Instance(m, hw, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16, 2048, s, 16), wl)
-         for s in (None, 4096, 64)}
+    a = {s: slo.analytic(_inst(s), wl) for s in (None, 4096, 64)}
     assert a[None] == a[4096] and a[None]["batch"] > 64 == a[64]["batch"]
 
 
@@ -200,10 +200,9 @@ def test_a_ttft_failure_with_admission_stalled_for_memory_but_nothing_preempted_
     """Either sign of a full KV cache (requests waiting for blocks, or requests preempted) turns a TTFT failure into
     `memory`; a TPOT failure stays TPOT, and a TTFT failure with neither stays TTFT. The simulator's result is set by
     hand so that each sign comes alone."""
-    inst = slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
-                        None, 16, 2048, 32, 16)
+    inst = _inst()
     wl = _wl(requests=60, slo_ttft=0.05)
-    arr, P, O = wl.trace(60, 10.0, 0)
+    arr, _, O = wl.trace(60, 10.0, 0)
 
     def fake(stalls, preempted, ttft, tpot):
         first = arr + ttft
@@ -217,16 +216,11 @@ def test_a_ttft_failure_with_admission_stalled_for_memory_but_nothing_preempted_
         assert (v["ok"], v["fail"], v["memory_stalls"], v["preempted"]) == (False, fail, stalls, pre)
 
 
-def _tiny(slots=8):
-    return slo.Instance(load_model("llama-3.2-1b"), load_hardware("l4"), Precision(), Layout(1, 1, 1, 1), "roofline",
-                        None, 16, 2048, slots, 16)
-
-
 def test_the_analytic_batch_is_the_largest_whose_decode_step_meets_the_tpot_slo_found_by_bisection_exactly():
     """With 8 slots and the TPOT SLO set to the step time of batch k exactly, the bisection returns k, for every k in
     1 ... 8 (a step equal to the SLO meets it): the same answer as trying every batch. A SLO below batch 1's step
     gives no rate and batch 1; one equal to it gives batch 1."""
-    inst = _tiny()
+    inst = _inst(8)
     wl = lambda tpot: Workload("64", "64", 1.0, tpot, 99, 1, 0, None, 0.05)  # noqa: E731
     step = [inst.step(np.ones(b), np.full(b, 96)) for b in range(1, 9)]  # ctx = 64 + 64 / 2
     assert all(a < b for a, b in zip(step, step[1:]))  # each request more costs time
@@ -241,7 +235,7 @@ def test_the_analytic_bound_prices_a_prefill_chunk_of_at_least_two_tokens_and_a_
     """One-token prompts and outputs: the mean context is 1 + 1/2 = 1.5 tokens, so the KV memory holds
     capacity / 1.5 such requests; prefill is priced per token at a chunk of 2 (the analytic bound's floor), so the
     percentile prompt alone takes step(2 tokens) / 2."""
-    inst = _tiny(slots=None)
+    inst = _inst(None)
     a = slo.analytic(inst, Workload("1", "1", 1.0, 0.5, 99, 1, 0, None, 0.05))
     assert a["b_mem"] == int(inst.sizes.capacity // (inst.sizes.per_token * 1.5))
     assert a["ttft_alone"] == inst.step([2], [2]) / 2 * 1
@@ -269,15 +263,13 @@ def test_a_model_with_no_per_token_cache_is_bounded_by_its_fixed_state_per_reque
     for more than 4,096 requests, the batch stops at 4,096 (the analytic bound's cap), or at the slots above it."""
     h100 = load_hardware("h100-sxm")
     wl = Workload("64", "64", 1.0, 10.0, 99, 1, 0, None, 0.05)
-    lin = slo.Instance(load_model("llama-2-13b-linear"), h100, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16,
-                       2048, None, 16)
+    lin = _inst(None, h100, "llama-2-13b-linear")
     assert lin.sizes.per_token == 0 and lin.sizes.per_seq > 0
     a = slo.analytic(lin, wl)
     assert a["b_mem"] == int(lin.sizes.capacity // lin.sizes.per_seq) == a["batch"] == 1029 and a["rate"] > 0
     big = h100.replace(memory_capacity=1e13)
     for slots, batch in ((None, 4096), (5000, 4096), (4095, 4095)):
-        inst = slo.Instance(load_model("llama-3.2-1b"), big, Precision(), Layout(1, 1, 1, 1), "roofline", None, 16,
-                            2048, slots, 16)
+        inst = _inst(slots, big)
         assert inst.sizes.capacity // (inst.sizes.per_token * 96) > 4096
         assert slo.analytic(inst, wl)["batch"] == batch
 
