@@ -360,7 +360,7 @@ class TimeModel:
                 tc, tm = op.flops / (hw.peak(attn_key) * e_c), b / (bw * self.attn_bandwidth)
                 latency = self.attn_latency
                 if ks is not None and op.attn is not None:
-                    measured = _measured_attention(ks, op, kf, hw.peak(attn_key))
+                    measured = _measured_attention(ks, op, kf, hw.peak(attn_key), bw)
             else:
                 tc, tm = op.flops / vector, b / (bw * self.hbm)
                 latency = self.kernel_latency
@@ -448,8 +448,13 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
     return np.maximum(r, 1.0), hw.peak(peak)  # read once a table answered: it exists only where the peak does
 
 
-def _measured_attention(ks, op: Op, kf, peak: float):
-    """(max(r, 1), peak) of an attention op from the measured context or generation tables, or None."""
+def _measured_attention(ks, op: Op, kf, peak: float, bw: float | None = None):
+    """(max(r, 1), peak) of an attention op from the measured context or generation tables, or None.
+
+    A prompt chunk after a cached prefix (T new tokens over klen > T keys) is not a shape the context tables
+    measure (prompts with no prefix): it is priced as the slower of the prompt with its causal pairs (its FLOPs)
+    and the generation kernel over its klen keys (the cache it streams), each measured; `bw` (the device's
+    memory bandwidth) turns the second into a ratio over the op's own ideal time."""
     Nq, Nkv, hd, T = op.attn
     klen = op.keys
     if klen is None:
@@ -459,15 +464,29 @@ def _measured_attention(ks, op: Op, kf, peak: float):
         return None
     klen = np.maximum(np.asarray(klen, float), 1.0)
     T = np.asarray(T, float)
+    heads = (Nq, max(round(Nkv), 1), hd)
+
+    def generation(B, keys):
+        return (ks.mla_ratio("generation", kvd, Nq, B, keys) if Nkv == 0 else
+                ks.attn_ratio("generation", kvd, heads, B, keys))
+
     if np.all(T == 1.0):  # decode: one query per sequence; B from the op's FLOPs = 2 B Nq hd keys
-        B = np.asarray(op.flops, float) / (2.0 * Nq * hd * klen)
-        r = (ks.mla_ratio("generation", kvd, Nq, B, klen) if Nkv == 0 else
-             ks.attn_ratio("generation", kvd, (Nq, max(round(Nkv), 1), hd), B, klen))
+        r = generation(np.asarray(op.flops, float) / (2.0 * Nq * hd * klen), klen)
     else:  # prefill: causal over the T new tokens after klen - T cached ones
         pairs = T * klen - T * (T - 1.0) / 2.0
         B = np.asarray(op.flops, float) / (2.0 * Nq * hd * np.maximum(pairs, 1.0))
-        r = (ks.mla_ratio("context", kvd, Nq, B, T) if Nkv == 0 else
-             ks.attn_ratio("context", kvd, (Nq, max(round(Nkv), 1), hd), B, T))
+        # the prompt of equal pairs: L (L + 1) / 2 = pairs (L = T with no prefix). Looked up at L = T, a 2-token
+        # chunk after 8,192 cached tokens took the ratio of a 2-token prompt (launch-bound, r in the hundreds)
+        # times its 8,192-key work: 278 ms for Llama-3.1-70B on 4 H200s, whose decode step takes 9 ms
+        L = (np.sqrt(1.0 + 8.0 * np.maximum(pairs, 1.0)) - 1.0) / 2.0
+        r = (ks.mla_ratio("context", kvd, Nq, B, L) if Nkv == 0 else ks.attn_ratio("context", kvd, heads, B, L))
+        if r is not None and bw is not None and np.any(klen > T):
+            g = generation(B, klen)  # the cache it streams (its kv_read), at the decode kernel's measured rate
+            if g is not None:
+                fl = np.asarray(op.flops, float) / peak
+                ideal = np.maximum(np.maximum(fl, np.asarray(op.bytes, float) / bw), 1e-300)
+                floor = np.maximum(g, 1.0) * np.asarray(op.kv_read, float) / bw
+                r = np.where(klen > T, np.maximum(r * fl, floor) / ideal, r)
     if r is None:
         return None
     want = np.broadcast_shapes(np.shape(op.flops), np.shape(op.keys))

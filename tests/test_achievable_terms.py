@@ -402,6 +402,46 @@ def test_decode_attention_over_one_key_looks_up_one_key_and_its_batch():
     assert phase == "generation" and (B, L) == (8.0, 1.0) and heads == (32, 8, 128)
 
 
+def test_a_chunk_after_a_cached_prefix_is_looked_up_at_the_prompt_of_equal_pairs():
+    """The context tables measure prompts without a prefix: a prompt of L tokens has L (L + 1) / 2 causal pairs. A
+    chunk of T tokens over klen keys has T klen - T (T - 1) / 2; it is looked up at the L with as many, which is T
+    itself when there is no prefix."""
+    from perfmodel.timemodel import _measured_attention
+
+    kf = Precision().formats()[2]
+    for T, S in ((512.0, 512.0), (4.0, 8192.0), (256.0, 4096.0)):
+        rec = Recorder(1.5)
+        op = _first("attn", B=1.0, T=T, S=S, phase="prefill")
+        _measured_attention(rec, op, kf, 1e15)
+        (_, _, phase, _, B, L), = rec.calls
+        pairs = T * S - T * (T - 1.0) / 2.0
+        assert phase == "context" and B == pytest.approx(1.0)
+        assert L * (L + 1.0) / 2.0 == pytest.approx(pairs, rel=1e-12)
+        assert S > T or L == pytest.approx(T, rel=1e-12)
+
+
+def test_a_chunk_after_a_prefix_takes_at_least_the_decode_kernel_over_its_cache():
+    """With the device's bandwidth given, a chunk over a cached prefix costs at least what the generation table
+    says streaming its keys costs (r_gen x kv_read / BW), and at least the equal-pairs prompt's r x FLOPs / peak;
+    a prompt with no prefix keeps r x its ideal time."""
+    from perfmodel.timemodel import _measured_attention
+
+    class Two(Recorder):  # context ratio 2, generation ratio 40
+        def attn_ratio(self, phase, kvd, heads, B, L):
+            super().attn_ratio(phase, kvd, heads, B, L)
+            return 2.0 if phase == "context" else 40.0
+
+    kf, peak, bw = Precision().formats()[2], 1e15, 3.35e12
+    op = _first("attn", B=1.0, T=4.0, S=8192.0, phase="prefill")
+    r, p = _measured_attention(Two(1.0), op, kf, peak, bw)
+    ideal = max(op.flops / peak, op.bytes / bw)
+    assert p == peak and op.kv_read > 0
+    assert float(r) * ideal == pytest.approx(max(2.0 * op.flops / peak, 40.0 * op.kv_read / bw), rel=1e-12)
+    assert _measured_attention(Two(1.0), op, kf, peak)[0] == 2.0  # no bandwidth: the equal-pairs prompt alone
+    plain = _first("attn", B=1.0, T=512.0, S=512.0, phase="prefill")
+    assert _measured_attention(Two(1.0), plain, kf, peak, bw)[0] == 2.0
+
+
 def test_one_kv_head_a_device_is_looked_up_as_one():
     from perfmodel.timemodel import _measured_attention
 
