@@ -144,6 +144,21 @@ def test_fastsim_s_progress_hears_the_requests_done_every_256_iterations():
     assert seen == [10, 10]
 
 
+def test_progress_hears_the_same_calls_when_runs_of_decodes_are_leapt_over():
+    """FastCost prices a run of decode-only iterations at once; the progress callback still hears one call per 256
+    iterations, with the requests done then, as the iteration-by-iteration loop gives it (it heard none inside a
+    leap, so a progress bar stalled through long decodes)."""
+    cost = fastsim.FastCost(StepCost(load_model("llama-3.1-8b"), HW, Precision(), 16), 2048)
+    sizes = kv_sizes(load_model("llama-3.1-8b"), HW)
+    args = ([0.0] * 6, [64] * 6, [2000, 1500, 900, 700, 300, 40], sizes, cost, 16, 2048, "chunked", 16)
+    a, b = [], []
+    ra = fastsim.run(*args, leap=False, progress=a.append)
+    rb = fastsim.run(*args, leap=True, progress=b.append)
+    assert ra["steps"] == rb["steps"] and len(a) == ra["steps"] // 256 == 7
+    # one prefill iteration, then request i ends at iteration O_i: 40, 300, 700, 900, 1500, 2000
+    assert a == b == [1, 2, 3, 4, 4, 5, 5]
+
+
 @pytest.mark.parametrize("rate,seed", [(5.0, 0), (20.0, 1), (60.0, 2)])
 def test_leaping_over_decode_runs_between_poisson_arrivals_changes_no_request_time_nor_the_busy_time(rate, seed):
     """FastCost prices a run of decode-only iterations at once and stops the run at the first iteration that starts

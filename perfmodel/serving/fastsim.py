@@ -224,6 +224,9 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                     last[rid] = t
                     generated += m * k
                     steps += k
+                    if progress is not None:  # the calls the loop would make at the iterations 256 j it leapt over
+                        for _ in range(steps // 256 - (steps - k) // 256):
+                            progress(n_done)
                     peak_running = max(peak_running, m)
                     continue
         if top == 1:  # decodes only: every running request brings one token
