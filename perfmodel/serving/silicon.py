@@ -25,7 +25,9 @@ A point is predicted by the serving simulator on the op list's step cost, with t
   docs/design_docs/disagg_serving.md, "Router Orchestration"); TPOT = (last - first token) / (OSL - 1). The
   prefill stage's mean is over AIPerf's phase: its first round is the burst of all N prompts (N / W_p a worker,
   Predictor.burst_mean), its other rounds the steady loop's. A worker's token budget is the engine's default,
-  per attention-DP rank in TensorRT-LLM and vLLM (worker_budget).
+  per attention-DP rank in TensorRT-LLM and vLLM (worker_budget). A recipe that ran MTP with k drafts (its name
+  says mtp<k>) has its decode workers run speculative iterations (perfmodel.serving.speculative): the main
+  model over k + 1 tokens and k passes of the MTP layer, emitting MTP_TOKENS[k] tokens a step.
 
 Layouts map as AIConfigurator's: a worker has tp x attention_dp devices; perfmodel's Layout(tp, ep=attention_dp)
 runs attention data-parallel over attention_dp groups of tp devices with the experts spread over all of them
@@ -38,6 +40,7 @@ weights, bf16 activations; bf16 -> bf16. Never is a parameter fitted to these po
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from collections import OrderedDict
@@ -52,6 +55,7 @@ from ..errors import SpecError
 from ..ops import Layout
 from . import fastsim
 from .slo import Instance
+from .speculative import SpecCost
 from .silicon_report import (  # noqa: F401 (re-exported)
     MAX_FILE_BYTES, CATEGORIES, MAX_POINTS, check_points, SUMMARY_COLUMNS, summarize, coverage, load_points, compare,
 )
@@ -152,11 +156,14 @@ class Predictor:
         return max(1, int(inst.sizes.capacity // per))
 
     def closed(self, inst: Instance, n: int, isl: int, osl: int, prefilled=False, prefill="chunked", slots=None,
-               warmup=None, rounds=None) -> dict:
-        """One worker's closed loop of n clients: mean TTFT, mean stage time and TPOT, request rate, in flight."""
+               warmup=None, rounds=None, tokens=None) -> dict:
+        """One worker's closed loop of n clients: mean TTFT, mean stage time and TPOT, request rate, in flight.
+        tokens: the output tokens a request streams where the simulation runs fewer iterations (osl) than that
+        (speculative decoding emits several a step); TPOT is over tokens - 1."""
         warmup = self.warmup if warmup is None else warmup
         rounds = self.rounds if rounds is None else rounds
-        key = (inst.serial, n, isl, osl, prefilled, prefill, slots, warmup, rounds)
+        tokens = osl if tokens is None else tokens
+        key = (inst.serial, n, isl, osl, prefilled, prefill, slots, warmup, rounds, tokens)
         r = self.results.get(key)
         if r is not None:
             return r
@@ -179,7 +186,7 @@ class Predictor:
         # (Dynamo streams every token from the decode worker), so its wait for a place there is TTFT's ("ttft":
         # arrival at the decode worker to that iteration's end), and TPOT runs from that token to the last
         x = {"ttft": s["first"] - s["arrival"], "stage": s["done"] - s["arrival"],
-             "tpot": (s["last"] - s["first"]) / max(osl - 1, 1)}
+             "tpot": (s["last"] - s["first"]) / max(tokens - 1, 1)}
         r = self.results[key] = {
             **{k: float(np.mean(v[w])) for k, v in x.items()},  # the steady window
             **{f"{k}_profile": profile_mean(v, n, warmup, rounds) for k, v in x.items()},  # AIPerf's 20 N
@@ -210,20 +217,24 @@ class Predictor:
                                                  self.impl_for(p.get("engine", "")))
         move = float(tr(np.array([isl]))[0])
         slots = self.no_evict(dec, isl, osl, p["engine"])
+        tokens = osl
+        if p.get("speculative") == "mtp" and p.get("mtp") in MTP_TOKENS:  # the decode worker runs the recipe's drafts
+            dec = self.speculative(dec, int(p["mtp"]), isl, osl)
+            osl = dec.cost.steps()
         f_p = f_d = 1.0
         quick = dict(warmup=1, rounds=1)  # the split's search: one warm-up and one measured request per client
         for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
             c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d)
             c_d = max(1, round((N - c_p * Wp) / Wd))
             a = self.closed(pre, c_p, isl, 1, prefill="separate", **quick)
-            b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, **quick) if osl > 1 else None
+            b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, **quick) if osl > 1 else None
             x_p, x_d = Wp * c_p / (a["stage"] + move), (Wd * b["rate"] if b else math.inf)
             if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
                 break
             est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d)
             f_p, f_d = x_p / est_p, x_d / est_d
         a = self.closed(pre, c_p, isl, 1, prefill="separate")  # the answer: the configured warm-up and rounds
-        b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots) if osl > 1 else None
+        b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens) if osl > 1 else None
         # AIPerf's phase opens with all N prompts sent at once to an empty server: every one of them is in the
         # prefill pool's first round (N / W_p a worker), not the share c_p the pools hold once the loop is steady
         t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"]) + move
@@ -232,6 +243,20 @@ class Predictor:
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
                 "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
                 "decode_clients": c_d * Wd}
+
+    def speculative(self, inst: Instance, k: int, isl: int, osl: int):
+        """The decode worker `inst` running MTP with k drafts (speculative.SpecCost, MTP_TOKENS emitted a step):
+        the same KV memory and budget, its decode steps priced as speculative iterations."""
+        key = ("mtp", inst.serial, k, isl, osl)
+        s = self.insts.get(key)
+        if s is None:
+            s = copy.copy(inst)
+            s.cost = SpecCost(inst, k, MTP_TOKENS[k], isl, osl)
+            s.serial = next(self._serial)
+            self.insts[key] = s
+            while len(self.insts) > MAX_INSTANCES:
+                self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
+        return s
 
     def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS) -> float:
         """A prefill worker's mean stage time over AIPerf's phase of `profile` rounds: the first round is the burst
@@ -294,6 +319,13 @@ class Predictor:
 
 # ---------------------------------------------------------------- the whole sample
 # the implementation profile of each measured engine (hardware/impl/): its kernels and its step loop
+# tokens a TensorRT-LLM MTP step emits with k drafts (strict acceptance, its default; no srt-slurm recipe turns on the
+# relaxed one): TensorRT-LLM tech blog 1 (docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries_Optimizing_
+# DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.md), DeepSeek-R1-FP4 on 8 B200, batch 1, ISL/OSL 1k/2k, a real
+# dataset: "MTP 1 | 1.92", "MTP 2 | 2.58", "MTP 3 | 2.82" (the column says acceptance rate; its values are tokens
+# per step). The measured runs used random prompts in the chat template (InferenceX: "Raw random tokens tank
+# spec-decode acceptance"), whose acceptance nobody published
+MTP_TOKENS = {1: 1.92, 2: 2.58, 3: 2.82}
 ENGINE_PROFILES = {"vllm": "vllm-0.24", "sglang": "sglang-0.5", "trtllm": "trtllm-1.3"}
 
 

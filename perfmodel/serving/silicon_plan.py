@@ -221,7 +221,7 @@ def plan(df, recipes=None) -> list[dict]:
             if rec is not None:  # the benchmark's recipe: its workers, GPUs per worker and attention DP
                 wp, wd = rec["prefill_workers"], rec["decode_workers"]
                 (tp_p, dp_p), (tp_d, dp_d) = (_recipe_layout(rec, row, s) for s in ("prefill", "decode"))
-                r.update(workers="recipe", speculative=rec["speculative"])
+                r.update(workers="recipe", speculative=rec["speculative"], mtp=rec["mtp"])
             else:
                 tp_p, dp_p = row["prefill_tp_size"], row["prefill_attention_dp_size"]
                 tp_d, dp_d = row["decode_tp_size"], row["decode_attention_dp_size"]
@@ -257,8 +257,17 @@ def recipe_workers(path=None) -> dict:
                 "prefill_gpus": _int(r["prefill_gpus"]), "decode_gpus": _int(r["decode_gpus"]),
                 "prefill_dp_attn": {"true": True, "false": False}.get(r["prefill_dp_attn"]),
                 "decode_dp_attn": {"true": True, "false": False}.get(r["decode_dp_attn"]),
-                "speculative": r["speculative"]} for r in csv.DictReader(f)}
+                "speculative": r["speculative"], "mtp": _drafts(r)} for r in csv.DictReader(f)}
     return _RECIPES[p]
+
+
+def _drafts(r: dict):
+    """The MTP draft tokens of a recipe that ran MTP: srt-slurm names its TensorRT-LLM recipes ..._mtp<k>.yaml or ..._mtp<k>_<n>.yaml
+    (num_nextn_predict_layers k; mtp0 is no speculation); None where the name does not say (SGLang's)."""
+    if r["speculative"] != "mtp":
+        return None
+    ks = set(re.findall(r"_mtp(\d+)[_.][^/]*yaml", r["source"]))
+    return int(ks.pop()) if len(ks) == 1 and int(next(iter(ks))) > 0 else None
 
 
 def _recipe_layout(rec: dict, row, stage: str) -> tuple:

@@ -1,0 +1,121 @@
+"""Speculative decoding on a serving worker: DeepSeek's multi-token prediction (MTP) with k draft tokens.
+
+Every decode iteration of a sequence (TensorRT-LLM's "MTP Eagle", the default for DeepSeek-V3/R1: its tech blog
+"DeepSeek R1 MTP Implementation and Optimization") runs
+- the main model over k + 1 tokens (the token of the last step and k drafts) at the sequence's context: the
+  verification, the op list's decode step at T = k + 1 (absorbed MLA, k + 1 queries over the cache), and
+- the MTP module k times, one token each: one decoder layer (a MoE layer of the main model's shape) with the
+  shared embedding and LM head ("reuses the same MTP module and repeats multiple times"),
+both in one CUDA graph, so the engine's per-step host cost is paid once. A step emits E tokens per sequence on
+average: the accepted prefix of the drafts plus the main model's own token,
+
+  E = 1 + p_1 + p_1 p_2 + ... + p_1 ... p_k      (p_i: draft i accepted given drafts 1 .. i - 1 were)
+
+(Leviathan et al. 2023, eq. 1, with a rate per position). The iteration's op list is the verification's plus k
+copies of the module's; its time over the plain decode step's at the same rows and mean context scales the
+worker's decode cost (SpecCost), and a request needs ceil((OSL - 1) / E) decode iterations after its first token.
+The module's eh_proj (the 2D -> D projection of the embedding and the main model's hidden state, kept in 16 bits)
+is one more GEMM a pass. Left out: the module's two extra norms, the KV cache rewind of rejected drafts, and a
+varying E per request."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+
+import numpy as np
+
+from .. import engine
+from ..errors import SpecError
+from ..ops import MATMUL, Op, build_ops
+
+
+def expected_tokens(accept) -> float:
+    """Tokens emitted per verification step with per-position acceptance rates p_1 .. p_k (each given the drafts
+    before it accepted): 1 + p_1 + p_1 p_2 + ... (Leviathan et al. 2023, eq. 1, per position)."""
+    p = [float(x) for x in accept]
+    if not p or any(not (0.0 <= x <= 1.0) for x in p):
+        raise SpecError("speculative", "accept", f"acceptance rates must lie in [0, 1], one per draft, got {accept!r}")
+    return 1.0 + float(np.sum(np.cumprod(p)))
+
+
+def mtp_module(model):
+    """The MTP module as the op list sees it: one decoder layer of the main model's MoE shape, with the embedding
+    and LM head (shared with the main model: read again, not stored again)."""
+    moe = model.moe
+    if moe is not None:
+        moe = dataclasses.replace(moe, first_dense_layers=0)
+    return model.replace(n_layers=1, moe=moe)
+
+
+def eh_proj(model, n, prec) -> Op:
+    """The module's input projection: [norm(embedding); norm(hidden)] (2D) -> D for n tokens, 16-bit weights
+    (DeepSeek-V3 config: the MTP layer's eh_proj, D x 2D), read whole on every device."""
+    D, hb = float(model.d_model), 2.0
+    op = Op("mtp_eh_proj", "mtp", 1, MATMUL, flops=2.0 * n * 2.0 * D * D, w_read=2.0 * D * D * hb,
+            act_read=n * 2.0 * D * hb, act_write=n * D * hb, params=int(2 * D * D), w_stored=0.0, wfmt="bf16")
+    op.rows, op.gemm = float(n), (float(n), D, 1.0)
+    return op
+
+
+def iteration_ops(model, n, k: int, S, prec, lay, attention="fused") -> list:
+    """The op list of one speculative decode iteration of n sequences at context S: the main model over k + 1
+    tokens a sequence, then k passes of the MTP module over one (its eh_proj, its layer, the LM head)."""
+    ops = list(build_ops(model, float(n), float(k + 1), float(S), "decode", prec, attention, layout=lay))
+    for op in [eh_proj(model, float(n), prec)] + list(
+            build_ops(mtp_module(model), float(n), 1.0, float(S), "decode", prec, attention, layout=lay)):
+        op = copy.copy(op)
+        op.count = op.count * k
+        ops.append(op)
+    return ops
+
+
+class SpecCost:
+    """A decode worker's step cost with MTP: the plain worker's cost (FastCost) at each row's true context, times
+    the speculative iteration's time over the plain decode step's at those rows and the mean context
+    (iteration_ops, priced by the worker's own TimeModel). The simulator runs ceil((OSL - 1) / E) + 1 output
+    tokens a request; a row at simulated context isl + j is at isl + j E tokens (prefilled rows of one ISL)."""
+
+    def __init__(self, inst, k: int, tokens: float, isl: int, osl: int):
+        """k drafts a step, `tokens` (E) emitted a step on average (expected_tokens, or a measured mean)."""
+        if int(k) < 1:
+            raise SpecError("speculative", "k", f"needs at least one draft token, got {k!r}")
+        E = float(tokens)
+        if not 1.0 <= E <= k + 1:  # NaN fails too
+            raise SpecError("speculative", "tokens", f"a step emits between 1 and k + 1 = {k + 1} tokens, got {tokens!r}")
+        self.inst, self.base, self.k, self.E = inst, inst.cost, int(k), E
+        self.isl, self.osl = int(isl), int(osl)
+        self.S_mean = self.isl + self.osl / 2.0
+        self._ratio: dict = {}
+        self.calls = 0
+
+    def steps(self) -> int:
+        """Output tokens a simulated request carries: its first token and one per speculative iteration."""
+        return 1 + math.ceil(max(self.osl - 1, 0) / self.E)
+
+    def ratio(self, n: int) -> float:
+        r = self._ratio.get(n)
+        if r is None:
+            i = self.inst
+            tm, S = self.base.tm, self.S_mean
+            plain = engine.roofline(build_ops(i.model, float(n), 1.0, S, "decode", i.prec, layout=i.lay),
+                                    i.hw, i.prec, layout=i.lay, tm=tm)["time"]
+            spec = engine.roofline(iteration_ops(i.model, n, self.k, S, i.prec, i.lay), i.hw, i.prec, layout=i.lay,
+                                   tm=tm)["time"]
+            r = self._ratio[n] = float(spec) / float(plain)
+        return r
+
+    def _true(self, S: np.ndarray) -> np.ndarray:
+        S = np.asarray(S, dtype=np.int64)
+        return np.where(S > self.isl, self.isl + np.ceil((S - self.isl) * self.E).astype(np.int64), S)
+
+    def decode_only(self, S: np.ndarray) -> float:
+        self.calls += 1
+        return self.base.decode_only(self._true(S)) * self.ratio(int(np.size(S)))
+
+    def __call__(self, T: np.ndarray, S: np.ndarray) -> float:
+        T = np.asarray(T, dtype=np.int64)
+        if np.all(T == 1):
+            return self.decode_only(S)
+        self.calls += 1
+        return self.base(T, S)  # a prompt on this worker (not in a prefilled decode worker's loop)

@@ -1,0 +1,149 @@
+"""Speculative decoding (DeepSeek's MTP) on a serving worker: the iteration's op list, the tokens a step emits, the
+decode cost it scales, and the serving validation's recipe rows that ran it."""
+import math
+
+import numpy as np
+import pytest
+
+from perfmodel import engine, kernels, load_hardware, load_model
+from perfmodel.errors import SpecError
+from perfmodel.ops import Layout, Precision, build_ops
+from perfmodel.serving import silicon
+from perfmodel.serving.silicon_plan import _drafts
+from perfmodel.serving.slo import Instance
+from perfmodel.serving.speculative import SpecCost, eh_proj, expected_tokens, iteration_ops, mtp_module
+
+KINDS = ["llama-2-13b", "llama-3.1-8b", "deepseek-v3", "qwen3-30b-a3b", "gemma-3-27b", "gpt-oss-20b",
+         "qwen3.5-397b-a17b", "mixtral-8x7b"]  # MHA, GQA, MLA + MoE, MoE, windows, sinks, linear hybrid, MoE
+H200 = load_hardware("h200")
+needs_aic = pytest.mark.skipif(kernels.aic_dir() is None, reason="the kernels extra (aiconfigurator-core) is not installed")
+
+
+@pytest.mark.parametrize("accept, E", [((0.8,), 1.8), ((0.5, 0.5), 1.75), ((1.0, 1.0, 1.0), 4.0),
+                                       ((0.0, 1.0, 1.0), 1.0), ((0.9, 0.5, 0.2), 1 + 0.9 + 0.45 + 0.09)])
+def test_a_step_emits_one_token_plus_the_accepted_prefix_of_its_drafts(accept, E):
+    """E = 1 + p1 + p1 p2 + p1 p2 p3: a draft counts only if every draft before it was accepted."""
+    assert expected_tokens(accept) == pytest.approx(E, rel=1e-15)
+
+
+@pytest.mark.parametrize("bad", [(), (1.2,), (-0.1, 0.5), (0.5, float("nan"))])
+def test_acceptance_rates_outside_0_1_are_refused(bad):
+    with pytest.raises(SpecError, match="acceptance"):
+        expected_tokens(bad)
+
+
+def test_the_mtp_module_is_one_moe_layer_of_the_main_model_s_shape_with_embedding_and_head():
+    m = load_model("deepseek-r1")
+    mod = mtp_module(m)
+    assert mod.n_layers == 1 and mod.moe.first_dense_layers == 0 and mod.moe.n_experts == m.moe.n_experts
+    names = {op.name for op in build_ops(mod, 4.0, 1.0, 1024.0, "decode", Precision())}
+    assert {"lm_head", "expert_up_gate", "expert_down", "attn_qk"} <= names
+    p = eh_proj(m, 4.0, Precision())
+    assert p.flops == 2.0 * 4 * 2 * 7168 * 7168 and p.w_read == 2 * 7168 * 7168 * 2.0  # D x 2D, 16-bit
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_speculative_iteration_is_the_main_model_over_k_plus_1_tokens_and_k_module_passes(k):
+    m, prec, lay = load_model("deepseek-r1"), Precision("fp8", "fp8", "fp8"), Layout(tp=8)
+    ops = iteration_ops(m, 16, k, 2048.0, prec, lay)
+    main = build_ops(m, 16.0, float(k + 1), 2048.0, "decode", prec, layout=lay)
+    mod = build_ops(mtp_module(m), 16.0, 1.0, 2048.0, "decode", prec, layout=lay)
+    total = lambda xs, f: sum(getattr(o, f) * o.count for o in xs)  # noqa: E731
+    for f in ("flops", "w_read", "kv_read"):
+        want = total(main, f) + k * (total(mod, f) + getattr(eh_proj(m, 16.0, prec), f))
+        assert total(ops, f) == pytest.approx(want, rel=1e-12), f
+
+
+@pytest.mark.parametrize("name", KINDS)
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_speculative_iteration_never_costs_less_than_the_plain_step_at_the_roofline(name, k):
+    """Verifying k + 1 tokens reads the same weights and cache as one and computes more; the k module passes
+    add to it. At the roofline bound, for every kind of model: plain <= speculative <= (k + 1) plain + k module."""
+    m, prec, lay = load_model(name), Precision(), Layout(tp=8)
+    for n in (1, 16, 256):
+        plain = engine.roofline(build_ops(m, float(n), 1.0, 4096.0, "decode", prec, layout=lay), H200, prec,
+                                layout=lay)["time"]
+        spec = engine.roofline(iteration_ops(m, n, k, 4096.0, prec, lay), H200, prec, layout=lay)["time"]
+        mod = engine.roofline(build_ops(mtp_module(m), float(n), 1.0, 4096.0, "decode", prec, layout=lay), H200,
+                              prec, layout=lay)["time"]
+        assert plain <= spec * (1 + 1e-12)
+        assert spec <= (k + 1) * plain + k * (mod + 1e-3)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    m, hw = load_model("deepseek-r1"), H200
+    return Instance(m, hw, Precision("fp8", "fp8", "fp8"), Layout(tp=8), "roofline", None, 16, 8192, None, 16)
+
+
+def test_spec_cost_prices_a_row_at_its_true_context_times_the_iteration_ratio(worker):
+    """A prefilled row at simulated context isl + j has emitted j E tokens: it is priced at isl + ceil(j E)."""
+    E = expected_tokens((0.8, 0.6, 0.4))
+    c = SpecCost(worker, 3, E, 1024, 1025)
+    assert c.E == pytest.approx(1 + 0.8 + 0.48 + 0.192) and c.steps() == 1 + math.ceil(1024 / E)
+    S = np.array([1024 + 10, 1024 + 100, 1024 + 1])
+    want = worker.cost.decode_only(np.array([1024 + math.ceil(10 * E), 1024 + math.ceil(100 * E),
+                                             1024 + math.ceil(E)])) * c.ratio(3)
+    assert c.decode_only(S) == pytest.approx(want, rel=1e-12)
+    assert c(np.ones(3, dtype=np.int64), S) == c.decode_only(S)
+    assert c.ratio(3) > 1.0
+
+
+@pytest.mark.parametrize("k, tokens", [(0, 1.0), (3, 0.9), (3, 4.5), (1, float("nan"))])
+def test_spec_cost_refuses_no_drafts_or_tokens_a_step_outside_1_to_k_plus_1(worker, k, tokens):
+    with pytest.raises(SpecError, match="draft|emits"):
+        SpecCost(worker, k, tokens, 1024, 1024)
+
+
+@pytest.mark.parametrize("src, want", [
+    ("recipe NVIDIA/srt-slurm@75f6e32a3cfc:recipes/trtllm/gb200-fp4/1k8k/mtp/ctx1_gen1_dep32_batch64_eplb0_mtp3.yaml", 3),
+    ("recipe NVIDIA/srt-slurm@75f6e32a3cfc:recipes/trtllm/b200-fp8/1k1k/mtp/ctx1_gen2_dep8_batch768_eplb0_mtp2_1600.yaml", 2),
+    ("recipe NVIDIA/srt-slurm@616191ca7e64:recipes/h100/8k1k/mtp/h100-fp8-1p1d-max-tp-mtp.yaml", None),
+    ("SemiAnalysisAI/InferenceX@ee032b37f060:nvidia-master.yaml [dsr1-fp8-b200-dynamo-sglang-mtp] spec=mtp", None)])
+def test_the_drafts_of_an_mtp_recipe_are_read_from_its_name_or_left_unknown(src, want):
+    assert _drafts({"speculative": "mtp", "source": src}) == want
+    assert _drafts({"speculative": "none", "source": src}) is None
+
+
+@pytest.mark.parametrize("mode", ["roofline", pytest.param("achievable", marks=needs_aic)])
+def test_an_mtp_recipe_row_s_tpot_is_the_plain_one_times_the_iteration_ratio_over_the_tokens_a_step(sample_mtp, mode):
+    """The recipe ctx1_gen11_..._mtp3 (13 clients, 11 decode workers: one client each): with MTP the decode worker
+    emits E = 2.82 tokens an iteration that costs ratio(1) plain steps, so TPOT is the plain one x ratio(1) / E
+    (to the rounding of the iterations a request needs); the prefill stage and the transfer do not change. At the
+    roofline a 4-token verification of a MoE reads ~4x the experts of one token (ratio 2.5: MTP buys little); the
+    measured kernels give ratio 1.3 (TPOT 14.4 ms to 6.6 ms; measured 5.5 ms)."""
+    p = sample_mtp
+    assert p["speculative"] == "mtp" and p["mtp"] == 3
+    pr = silicon.Predictor(mode)
+    with_mtp = pr(p)
+    without = silicon.Predictor(mode)({**p, "speculative": "none", "mtp": None})
+    spec = next(v for k, v in pr.insts.items() if k[0] == "mtp").cost
+    assert spec.E == silicon.MTP_TOKENS[3] == 2.82 and with_mtp["decode_clients"] == 11
+    assert with_mtp["tpot_s"] / without["tpot_s"] == pytest.approx(spec.ratio(1) / spec.E, rel=0.01)
+    assert with_mtp["transfer_s"] == without["transfer_s"] and with_mtp["prefill_clients"] == without["prefill_clients"]
+
+
+@pytest.fixture(scope="module")
+def sample_mtp():
+    s = silicon.load()
+    i = "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_disagg_1024x1024_c13_tp8_0_ep8_0_354"
+    return silicon.plan(s[s["id"] == i])[0]
+
+
+@needs_aic
+@pytest.mark.parametrize("k, speedup", [(1, 1.78), (2, 2.25), (3, 2.28)])
+def test_the_iteration_cost_gives_tensorrt_llm_s_published_mtp_speedup_at_batch_1(k, speedup):
+    """TensorRT-LLM tech blog 1 (DeepSeek-R1-FP4, 8 B200, batch 1, ISL/OSL 1k/2k), "Autoregressive MTP Layers":
+    MTP 1, 2, 3 emit 1.92, 2.58, 2.82 tokens a step and speed TPS/user up 1.78x, 2.25x, 2.28x, so an iteration
+    costs E / speedup = 1.08, 1.15, 1.24 plain steps. The op list's iteration (the main model over k + 1 tokens and
+    k passes of the MTP layer, TensorRT-LLM's measured kernels) gives E / ratio within 6% of the speedup (the blog
+    ran its MTP layers in bf16 and the experts as TP4 x EP2; here both are the model's nvfp4 over tp 8)."""
+    from perfmodel import api
+
+    m, hw = load_model("deepseek-r1"), load_hardware("b200")
+    prec, lay = api._prec("nvfp4", "fp8", "nvfp4"), Layout(tp=8)
+    tm = engine.time_model("achievable", hw, api.check_mode("achievable", "trtllm-1.3", ("achievable",)))
+    plain = engine.roofline(build_ops(m, 1.0, 1.0, 2048.0, "decode", prec, layout=lay), hw, prec, layout=lay, tm=tm)
+    spec = engine.roofline(iteration_ops(m, 1, k, 2048.0, prec, lay), hw, prec, layout=lay, tm=tm)
+    E = silicon.MTP_TOKENS[k]
+    assert E / (float(spec["time"]) / float(plain["time"])) == pytest.approx(speedup, rel=0.06)
