@@ -330,6 +330,17 @@ assert spec.speedup.iloc[0] > 1 > spec.speedup.iloc[-1]
 fig = plots.speculative(draft_cost=0.1)
 """),
     ("markdown", """
+DeepSeek-V3/R1 draft with their own multi-token-prediction layer: `draft="mtp"` prices one decoder layer of
+the target's shape with its projection and the shared LM head. Verifying several tokens of a MoE is not free
+even at batch 1 (each token reaches other experts), which the roofline charges in `verify_cost`.
+"""),
+    ("code", """
+mtp = pm.speculative(alpha=[0.92], gamma=[1, 2, 3], draft="mtp", target="deepseek-r1", hardware="b200",
+                     weights_dtype="nvfp4", act_dtype="fp4", kv_dtype="fp8")
+assert (mtp.draft == "mtp").all() and mtp.draft_cost.max() < 0.15 and (mtp.verify_cost > 1).all()
+mtp[["gamma", "draft_cost", "verify_cost", "expected_tokens", "speedup"]]
+"""),
+    ("markdown", """
 The same map with both costs from the engine, at batch 1 and at batch 64 (each device's own draft
 cost; the break-even line moves up as verification turns compute-bound).
 """),
@@ -364,7 +375,8 @@ summary[summary.category.isin(["overall", "concurrency"])]
     ("markdown", """
 Disaggregated runs that do not record their workers take them from the InferenceX recipe they ran (the
 `workers` column: recorded, recipe or assumed), with the speculative decoding the recipe used, which the
-sample does not record and the simulator does not model: the summary keeps both apart.
+sample does not record; where the recipe names its MTP drafts (TensorRT-LLM's `..._mtp3.yaml`) the decode
+workers run them (the `mtp` column of the plan). The summary keeps both apart.
 """),
     ("code", """
 d = pm.serving_validation(model=["deepseek-r1"], system=["gb300"], backend=["sglang"], modes=("achievable",))

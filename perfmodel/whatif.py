@@ -5,6 +5,8 @@ All functions return dict-of-columns tables (SI units), like perfmodel.api.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from . import engine
@@ -143,6 +145,9 @@ def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05
     With draft and target models the step costs come from the op list in `mode` (roofline: the ideal
     bound; achievable: implementation profile `impl`), and the rows carry that mode.
 
+    draft="mtp" drafts with the target's own multi-token-prediction layer (DeepSeek-V3/R1's MTP: one decoder
+    layer of the target's shape, its 2D -> D eh_proj, the shared embedding and LM head; serving.speculative).
+
     With draft and target models, c = draft step / target step at (batch, context), and verifying
     gamma draft tokens is one target forward over gamma+1 tokens per sequence (T = gamma+1), whose
     cost relative to a plain step grows with batch as the matmuls turn compute-bound.
@@ -156,14 +161,26 @@ def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05
         prec = _prec(weights_dtype, kv_dtype, act_dtype)
         B = float(_positive(batch, "--batch")[0])
         S = float(_positive(context, "--context")[0])
-        (d, t), (hw,) = specs([draft, target], hardware, sets)
+        mtp = isinstance(draft, str) and draft.strip().lower() == "mtp"
+        if mtp:  # the target's own MTP layer drafts (DeepSeek's multi-token prediction)
+            (t,), (hw,) = specs([target], hardware, sets)
+        else:
+            (d, t), (hw,) = specs([draft, target], hardware, sets)
         from .api import check_mode
 
         impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
         tm = engine.time_model(mode, hw, impl)
         step = lambda m, T: engine.roofline(build_ops(m, B, T, S, "decode", prec), hw, prec, tm=tm)["time"]  # noqa: E731
         t1 = float(step(t, 1.0))
-        c = np.asarray([float(step(d, 1.0)) / t1])
+        if mtp:  # one pass of the MTP layer: its eh_proj and one decoder layer with the shared embedding and head
+            from .serving.speculative import eh_proj, mtp_module
+
+            d = mtp_module(t)
+            ops = [eh_proj(t, B, prec)] + list(build_ops(d, B, 1.0, S, "decode", prec))
+            c = np.asarray([float(engine.roofline(ops, hw, prec, tm=tm)["time"]) / t1])
+            d = dataclasses.replace(d, name="mtp")
+        else:
+            c = np.asarray([float(step(d, 1.0)) / t1])
         verify = np.asarray(step(t, g + 1.0), float) / t1  # gamma+1 tokens per sequence in one target pass
         A, G, C = np.meshgrid(a, g, c, indexing="ij")
         V = np.broadcast_to(verify[None, :, None], A.shape)

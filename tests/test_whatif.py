@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import perfmodel as pm
-from perfmodel import engine, whatif
+from perfmodel import engine, load_hardware, load_model, whatif
 from perfmodel.cli import main
 from perfmodel.formats import get_format
 from perfmodel.ops import Precision
@@ -57,6 +57,26 @@ def test_at_large_batch_verification_is_no_longer_free_and_the_roofline_says_so(
     assert big["verify_cost"][0] > 2  # the matmuls are compute-bound: 5 tokens cost several steps
     assert big["speedup"][0] < small["speedup"][0]
     assert 0 < small["draft_cost"][0] < 0.2  # 7B vs 70B
+
+
+def test_the_target_s_own_mtp_layer_drafts_at_the_cost_of_one_layer_its_projection_and_the_head():
+    """draft="mtp": c = (eh_proj + one decoder layer of the target's shape + embedding and LM head) / the target's
+    step. For DeepSeek-R1 (61 layers) at batch 1 that is a few percent of a step; MoE verification at T = 4 reads
+    up to 4x the experts of one token, which the roofline charges (verify_cost > 1), unlike a dense target."""
+    from perfmodel import engine
+    from perfmodel.ops import Precision, build_ops
+    from perfmodel.serving.speculative import eh_proj, mtp_module
+
+    t = whatif.speculative(alpha=[0.92], gamma=[1, 3], draft="mtp", target="deepseek-r1", hardware="h200", batch=1)
+    m, hw, prec = load_model("deepseek-r1"), load_hardware("h200"), Precision()
+    plain = engine.roofline(build_ops(m, 1.0, 1.0, 1024.0, "decode", prec), hw, prec)["time"]
+    draft = engine.roofline([eh_proj(m, 1.0, prec)] + build_ops(mtp_module(m), 1.0, 1.0, 1024.0, "decode", prec),
+                            hw, prec)["time"]
+    assert list(t["draft"]) == ["mtp", "mtp"] and t["draft_cost"][0] == pytest.approx(draft / plain, rel=1e-12)
+    assert 0.01 < t["draft_cost"][0] < 0.1
+    assert t["verify_cost"][1] > 1.5 and t["expected_tokens"][0] == pytest.approx(1.92)
+    with pytest.raises(pm.SpecError, match="both"):
+        whatif.speculative(draft="mtp")
 
 
 # ---- formats
