@@ -5,8 +5,6 @@ All functions return dict-of-columns tables (SI units), like perfmodel.api.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from . import engine
@@ -173,18 +171,17 @@ def speculative(alpha=(0.6, 0.8, 0.9), gamma=(1, 2, 3, 4, 5, 8), draft_cost=0.05
         step = lambda m, T: engine.roofline(build_ops(m, B, T, S, "decode", prec), hw, prec, tm=tm)["time"]  # noqa: E731
         t1 = float(step(t, 1.0))
         if mtp:  # one pass of the MTP layer: its eh_proj and one decoder layer with the shared embedding and head
-            from .serving.speculative import eh_proj, mtp_module
+            from .serving.speculative import draft_ops
 
-            d = mtp_module(t)
-            ops = [eh_proj(t, B, prec)] + list(build_ops(d, B, 1.0, S, "decode", prec))
-            c = np.asarray([float(engine.roofline(ops, hw, prec, tm=tm)["time"]) / t1])
-            d = dataclasses.replace(d, name="mtp")
+            c = np.asarray([float(engine.roofline(draft_ops(t, B, S, prec), hw, prec, tm=tm)["time"]) / t1])
+            draft_name = "mtp"
         else:
             c = np.asarray([float(step(d, 1.0)) / t1])
+            draft_name = d.name
         verify = np.asarray(step(t, g + 1.0), float) / t1  # gamma+1 tokens per sequence in one target pass
         A, G, C = np.meshgrid(a, g, c, indexing="ij")
         V = np.broadcast_to(verify[None, :, None], A.shape)
-        cols.update(draft=d.name, target=t.name, hardware=hw.key, batch=B, context=S, mode=mode, target_step_s=t1,
+        cols.update(draft=draft_name, target=t.name, hardware=hw.key, batch=B, context=S, mode=mode, target_step_s=t1,
                     verify_cost=V)
         if mode == "achievable":
             cols["impl"] = impl_name(impl)

@@ -38,7 +38,7 @@ def test_the_mtp_module_is_one_moe_layer_of_the_main_model_s_shape_with_embeddin
     assert mod.n_layers == 1 and mod.moe.first_dense_layers == 0 and mod.moe.n_experts == m.moe.n_experts
     names = {op.name for op in build_ops(mod, 4.0, 1.0, 1024.0, "decode", Precision())}
     assert {"lm_head", "expert_up_gate", "expert_down", "attn_qk"} <= names
-    p = eh_proj(m, 4.0, Precision())
+    p = eh_proj(m, 4.0)
     assert p.flops == 2.0 * 4 * 2 * 7168 * 7168 and p.w_read == 2 * 7168 * 7168 * 2.0  # D x 2D, 16-bit
 
 
@@ -50,7 +50,7 @@ def test_a_speculative_iteration_is_the_main_model_over_k_plus_1_tokens_and_k_mo
     mod = build_ops(mtp_module(m), 16.0, 1.0, 2048.0, "decode", prec, layout=lay)
     total = lambda xs, f: sum(getattr(o, f) * o.count for o in xs)  # noqa: E731
     for f in ("flops", "w_read", "kv_read"):
-        want = total(main, f) + k * (total(mod, f) + getattr(eh_proj(m, 16.0, prec), f))
+        want = total(main, f) + k * (total(mod, f) + getattr(eh_proj(m, 16.0), f))
         assert total(ops, f) == pytest.approx(want, rel=1e-12), f
 
 

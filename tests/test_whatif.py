@@ -70,7 +70,7 @@ def test_the_target_s_own_mtp_layer_drafts_at_the_cost_of_one_layer_its_projecti
     t = whatif.speculative(alpha=[0.92], gamma=[1, 3], draft="mtp", target="deepseek-r1", hardware="h200", batch=1)
     m, hw, prec = load_model("deepseek-r1"), load_hardware("h200"), Precision()
     plain = engine.roofline(build_ops(m, 1.0, 1.0, 1024.0, "decode", prec), hw, prec)["time"]
-    draft = engine.roofline([eh_proj(m, 1.0, prec)] + build_ops(mtp_module(m), 1.0, 1.0, 1024.0, "decode", prec),
+    draft = engine.roofline([eh_proj(m, 1.0)] + build_ops(mtp_module(m), 1.0, 1.0, 1024.0, "decode", prec),
                             hw, prec)["time"]
     assert list(t["draft"]) == ["mtp", "mtp"] and t["draft_cost"][0] == pytest.approx(draft / plain, rel=1e-12)
     assert 0.01 < t["draft_cost"][0] < 0.1

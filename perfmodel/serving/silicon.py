@@ -137,8 +137,7 @@ class Predictor:
             inst = self.insts[key] = Instance(m, hw, prec, lay, self.mode, impl, self.quantum, budget, None,
                                               self.block)
             inst.serial = next(self._serial)
-            while len(self.insts) > MAX_INSTANCES:  # each holds a step memo of up to ~150 MB: keep the recent ones
-                self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
+            self._evict()
             if len(self.transfers) > 4 * MAX_INSTANCES:  # mutation: equivalent - a memory bound, rebuilt the same
                 self.transfers.clear()
         else:
@@ -254,9 +253,12 @@ class Predictor:
             s.cost = SpecCost(inst, k, MTP_TOKENS[k], isl, osl)
             s.serial = next(self._serial)
             self.insts[key] = s
-            while len(self.insts) > MAX_INSTANCES:
-                self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
+            self._evict()
         return s
+
+    def _evict(self) -> None:
+        while len(self.insts) > MAX_INSTANCES:  # each holds a step memo of up to ~150 MB: keep the recent ones
+            self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
 
     def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS) -> float:
         """A prefill worker's mean stage time over AIPerf's phase of `profile` rounds: the first round is the burst

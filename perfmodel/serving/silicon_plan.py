@@ -267,7 +267,8 @@ def _drafts(r: dict):
     if r["speculative"] != "mtp":
         return None
     ks = set(re.findall(r"_mtp(\d+)[_.][^/]*yaml", r["source"]))
-    return int(ks.pop()) if len(ks) == 1 and int(next(iter(ks))) > 0 else None
+    k = int(ks.pop()) if len(ks) == 1 else 0
+    return k or None
 
 
 def _recipe_layout(rec: dict, row, stage: str) -> tuple:

@@ -48,7 +48,7 @@ def mtp_module(model):
     return model.replace(n_layers=1, moe=moe)
 
 
-def eh_proj(model, n, prec) -> Op:
+def eh_proj(model, n) -> Op:
     """The module's input projection: [norm(embedding); norm(hidden)] (2D) -> D for n tokens, 16-bit weights
     (DeepSeek-V3 config: the MTP layer's eh_proj, D x 2D), read whole on every device."""
     D, hb = float(model.d_model), 2.0
@@ -58,12 +58,18 @@ def eh_proj(model, n, prec) -> Op:
     return op
 
 
+def draft_ops(model, n, S, prec, lay=None, attention="fused") -> list:
+    """One pass of the MTP module over one token of n sequences at context S: its eh_proj, its decoder layer, the
+    shared embedding and LM head."""
+    return [eh_proj(model, float(n))] + list(build_ops(mtp_module(model), float(n), 1.0, float(S), "decode", prec,
+                                                       attention, layout=lay))
+
+
 def iteration_ops(model, n, k: int, S, prec, lay, attention="fused") -> list:
     """The op list of one speculative decode iteration of n sequences at context S: the main model over k + 1
-    tokens a sequence, then k passes of the MTP module over one (its eh_proj, its layer, the LM head)."""
+    tokens a sequence, then k passes of the MTP module over one (draft_ops)."""
     ops = list(build_ops(model, float(n), float(k + 1), float(S), "decode", prec, attention, layout=lay))
-    for op in [eh_proj(model, float(n), prec)] + list(
-            build_ops(mtp_module(model), float(n), 1.0, float(S), "decode", prec, attention, layout=lay)):
+    for op in draft_ops(model, n, S, prec, lay, attention):
         op = copy.copy(op)
         op.count = op.count * k
         ops.append(op)
