@@ -64,6 +64,20 @@ def read_capped(path, opt: str, limit: int, what: str = "file") -> str:
         raise SpecError(opt, None, f"{it} is not UTF-8 text (byte {e.start})") from None
 
 
+def read_csv_capped(path, opt: str, limit: int, what: str = "CSV", **read_csv):
+    """A CSV of at most `limit` bytes as a DataFrame (read_capped's checks first, so /dev/zero or a FIFO is refused
+    before pandas reads without end), or one SpecError line naming the option."""
+    import io
+
+    import pandas as pd
+
+    text = read_capped(path, opt, limit, what)
+    try:
+        return pd.read_csv(io.StringIO(text), **read_csv)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise SpecError(opt, None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+
+
 def check_writable(target, opt: str = "-o") -> Path:
     """Refuse up front what can be known before writing: a missing folder, a folder, no permission, a name the
     file system cannot hold (over 255 bytes), a ~user that does not exist."""

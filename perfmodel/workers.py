@@ -198,6 +198,15 @@ def imap(fn, tasks, workers=None, cluster=None, window: int | None = None):
         close()
 
 
+def probe(cluster: str | None) -> None:
+    """Connect to a remote scheduler and close: one SpecError line, before a command announces its work, when it
+    cannot be reached ('local' is started where it is used: starting it twice would cost seconds)."""
+    if cluster is None or cluster == "local":
+        return
+    client, _ = _client(cluster, 1)
+    client.close()
+
+
 def _client(address: str, n: int):
     """(Client, LocalCluster or None) for a scheduler address or 'local'; one SpecError line when unreachable."""
     try:

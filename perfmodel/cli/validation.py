@@ -72,6 +72,7 @@ def serving(sample=None, out=None, plot=None, mode="roofline,achievable", model=
     df = _select(df, "system", _names(system, "--system"), "--system", silicon.SYSTEMS)
     df = _select(df, "backend", _names(backend, "--backend"), "--backend")
     silicon.check_points(len(df), len(modes), MAX_POINTS if max_points is None else max_points, "--max-points")
+    wk.probe(cluster)  # an unreachable scheduler is the one line, not a second line after the announcement
     t0 = time.perf_counter()
     tty = sys.stderr.isatty()  # progress and times for a person watching; none in a log or a captured run
     sys.stderr.write(f"perfmodel: predicting {len(df):,} measured serving points in {len(modes)} mode(s)"

@@ -105,20 +105,11 @@ def load(path=None):
     """The silicon sample as a DataFrame (the shipped copy, or a CSV of the same columns). One line on a bad file."""
     import pandas as pd
 
-    from ..fileio import user_path
+    from ..fileio import read_csv_capped
 
-    p = user_path(SAMPLE if path is None else path, "--sample")
     name = str(path) if path is not None else "silicon_sample.csv"
-    try:
-        size = p.stat().st_size
-    except OSError as e:
-        raise SpecError(name, None, f"cannot be read ({e.strerror or e})") from None
-    if size > MAX_FILE_BYTES:
-        raise SpecError(name, None, f"is {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} for a silicon sample")
-    try:
-        df = pd.read_csv(p, dtype={"id": str, "backend_version": str}, keep_default_na=True)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise SpecError(name, None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    df = read_csv_capped(SAMPLE if path is None else path, name, MAX_FILE_BYTES, "silicon sample",
+                         dtype={"id": str, "backend_version": str}, keep_default_na=True)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise SpecError(name, missing[0], f"missing column (the silicon sample's columns: {', '.join(COLUMNS[:6])}, ...)")

@@ -103,21 +103,11 @@ def load_points(path):
     """A per-point table written by `validate --serving -o` (to summarize or compare without simulating)."""
     import pandas as pd
 
-    from ..fileio import user_path
+    from ..fileio import read_csv_capped
 
-    p = user_path(path, "--points")
-    try:
-        size = p.stat().st_size
-    except OSError as e:
-        raise SpecError(str(path), None, f"cannot be read ({e.strerror or e})") from None
-    if size > 8 * MAX_FILE_BYTES:
-        raise SpecError(str(path), None, f"is {size:,} bytes, over the limit of {8 * MAX_FILE_BYTES:,}")
-    try:
-        t = pd.read_csv(p, dtype={"id": str, "backend_version": str, "reason": str, "assumed": str, "workers": str,
-                                      "speculative": str}, keep_default_na=False,
-                        na_values=[""])
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise SpecError(str(path), None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    t = read_csv_capped(path, str(path), 8 * MAX_FILE_BYTES, "points table",
+                        dtype={"id": str, "backend_version": str, "reason": str, "assumed": str, "workers": str,
+                               "speculative": str}, keep_default_na=False, na_values=[""])
     need = ("id", "mode", "status", "backend", "system", "model_path", "serving_mode", "band", "reason", "assumed",
             "measured_ttft_ms", "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms", "ttft_error", "tpot_error")
     missing = [c for c in need if c not in t.columns]
@@ -134,13 +124,9 @@ def compare(points, peer_path) -> "pd.DataFrame":
     points both predicted, and per estimator median |error|, p90 |error|, bias and the share within +-25%."""
     import pandas as pd
 
-    from ..fileio import user_path
+    from ..fileio import read_csv_capped
 
-    p = user_path(peer_path, "--compare")
-    try:
-        peer = pd.read_csv(p, dtype={"id": str})
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise SpecError(str(peer_path), None, f"cannot be read ({e})") from None
+    peer = read_csv_capped(peer_path, str(peer_path), 8 * MAX_FILE_BYTES, "peer CSV", dtype={"id": str})
     for c in ("id", "aic_ttft_ms", "aic_tpot_ms"):
         if c not in peer.columns:
             raise SpecError(str(peer_path), c, "missing column (bench/aic_silicon.py writes id, aic_ttft_ms, aic_tpot_ms)")
