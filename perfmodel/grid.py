@@ -186,6 +186,10 @@ class Grid:
                       for sb, ss in spans]
         row = 0
         if self.workers == 1 and self.cluster is None or len(tasks) == 1:
+            if self.cluster is not None:  # one block runs here, but a scheduler named and unreachable is an error
+                from .workers import probe
+
+                probe(self.cluster)
             blocks = map(_block, tasks)  # in this process (the time model built once per spec, below)
         else:
             from . import workers

@@ -92,7 +92,10 @@ def test_a_bad_worker_count_is_one_line_naming_workers(value, capsys):
     ["capacity", "-m", "llama-3.2-1b", "-H", "l4", "--tp", "1", "--seeds", "1", "--requests", "300"],
     # validate announced its points first, then the error: two lines (a dev-profile fuzz draw found it)
     ["validate", "--serving", "--model", "llama-3.1-8b", "--system", "h200_sxm", "--backend", "vllm", "--mode",
-     "roofline"]], ids=["capacity", "validate"])
+     "roofline"],
+    # a sweep of one block runs in this process; it ran there without a word when the scheduler was unreachable
+    ["sweep", "-m", "llama-3.2-1b", "-H", "l4", "--batch", "1,2", "--context", "128"]],
+    ids=["capacity", "validate", "sweep-of-one-block"])
 def test_an_unreachable_cluster_is_one_line_naming_cluster(argv, capsys):
     pytest.importorskip("distributed")
     assert main(argv + ["--cluster", "tcp://127.0.0.1:9"]) == 2
