@@ -105,6 +105,33 @@ def test_the_drafts_of_an_mtp_recipe_are_read_from_its_name_or_left_unknown(src,
     assert _drafts({"speculative": "none", "source": src}) is None
 
 
+def test_every_row_that_ran_mtp_has_its_draft_count_from_the_name_or_the_configuration():
+    """318 rows ran MTP: 254 recipes say it in their name, the other 64 (SGLang's, a GB300 recipe named ..._mtp.yaml,
+    GB200 runs without a recipe) from the configuration read for them (mtp_drafts.csv)."""
+    from perfmodel.serving.silicon_plan import mtp_drafts, recipe_workers
+
+    mtp = [v["mtp"] for v in recipe_workers().values() if v["speculative"] == "mtp"]
+    assert len(mtp) == 318 and set(mtp) == {1, 2, 3}
+    sglang = "SemiAnalysisAI/InferenceX@ee032b37f060:nvidia-master.yaml [dsr1-fp8-b200-dynamo-sglang-mtp] isl1024/osl1024"
+    assert {v for k, v in mtp_drafts().items() if k.startswith(sglang)} == {2}
+
+
+def test_each_draft_count_of_the_table_is_the_number_its_setting_states_with_a_file_and_line():
+    import csv
+    import re
+
+    from perfmodel.serving.silicon_plan import DRAFTS, RECIPES
+
+    ran = {r["source"] for r in csv.DictReader(open(RECIPES, encoding="utf-8")) if r["speculative"] == "mtp"}
+    rows = list(csv.DictReader(open(DRAFTS, encoding="utf-8")))
+    assert len(rows) == 47 and {r["source"] for r in rows} <= ran
+    for r in rows:
+        said = re.findall(r"(?:--speculative-num-steps |num_nextn_predict_layers: |DECODE_MTP_SIZE=)(\d+)",
+                          r["engine_setting"])
+        assert said and {int(x) for x in said} == {int(r["drafts"])}, r
+        assert re.fullmatch(r"[\w-]+/[\w-]+@[0-9a-f]{12}:[^#]+#L\d+(-L?\d+)?", r["evidence"]), r["evidence"]
+
+
 @pytest.mark.parametrize("mode", ["roofline", pytest.param("achievable", marks=needs_aic)])
 def test_an_mtp_recipe_row_s_tpot_is_the_plain_one_times_the_iteration_ratio_over_the_tokens_a_step(sample_mtp, mode):
     """The recipe ctx1_gen11_..._mtp3 (13 clients, 11 decode workers: one client each): with MTP the decode worker

@@ -252,14 +252,32 @@ def recipe_workers(path=None) -> dict:
     return _RECIPES[p]
 
 
+DRAFTS = DATA.parent / "inferencex" / "mtp_drafts.csv"
+_DRAFTS: dict = {}
+
+
+def mtp_drafts(path=None) -> dict:
+    """source -> draft tokens, for the MTP runs whose recipe name does not say: read from the configuration itself
+    (InferenceX's DECODE_MTP_SIZE, a recipe's num_nextn_predict_layers, SGLang's --speculative-num-steps), each
+    with its file and line (perfmodel/measure/data/inferencex/README.md)."""
+    import csv
+
+    p = DRAFTS if path is None else Path(path)
+    if p not in _DRAFTS:
+        with open(p, newline="", encoding="utf-8") as f:
+            _DRAFTS[p] = {r["source"]: int(r["drafts"]) for r in csv.DictReader(f)}
+    return _DRAFTS[p]
+
+
 def _drafts(r: dict):
-    """The MTP draft tokens of a recipe that ran MTP: srt-slurm names its TensorRT-LLM recipes ..._mtp<k>.yaml or ..._mtp<k>_<n>.yaml
-    (num_nextn_predict_layers k; mtp0 is no speculation); None where the name does not say (SGLang's)."""
+    """The MTP draft tokens of a recipe that ran MTP: srt-slurm names its TensorRT-LLM recipes ..._mtp<k>.yaml or
+    ..._mtp<k>_<n>.yaml (num_nextn_predict_layers k; mtp0 is no speculation); where the name does not say (SGLang's,
+    and the runs without a recipe file), the configuration read for it (mtp_drafts); None where neither does."""
     if r["speculative"] != "mtp":
         return None
     ks = set(re.findall(r"_mtp(\d+)[_.][^/]*yaml", r["source"]))
     k = int(ks.pop()) if len(ks) == 1 else 0
-    return k or None
+    return k or mtp_drafts().get(r["source"])
 
 
 def _recipe_layout(rec: dict, row, stage: str) -> tuple:
