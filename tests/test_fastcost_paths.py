@@ -12,8 +12,13 @@ import pytest
 from perfmodel import load_hardware, load_model
 from perfmodel.ops import Layout, Precision
 from perfmodel.serving import StepCost, fastsim
+from perfmodel.specs import load_impl
 
+# eager with a per-step cost (no catalog profile has one: their schedulers overlap it): on llama-3.2-1b the host
+# (3.0 ms of launches a step) outlasts the device (1.9 ms), so max(device, host) + step reads every term
+STEPPED = load_impl("eager", {"impl.step_overhead": "0.5 ms"})
 CASES = [  # model, hardware, layout, mode, implementation profile, token budget
+    ("llama-3.2-1b", "h100-sxm", Layout(), "achievable", STEPPED, 1024),
     ("llama-3.1-8b", "h100-sxm", Layout(), "achievable", "eager", None),  # host-bound: t_cpu > t_gpu at small B
     ("llama-3.1-8b", "h100-sxm", Layout(), "achievable", "vllm-0.24", 512),  # per-step and per-sequence costs
     ("llama-3.1-70b", "h200", Layout(4, 1, 1, 1), "achievable", "trtllm-1.3", 8192),
@@ -27,7 +32,7 @@ CASES = [  # model, hardware, layout, mode, implementation profile, token budget
     ("qwen3-30b-a3b", "h200", Layout(1, 1, 4, 1), "achievable", "sglang-0.5", 2048),  # attention data parallel
     ("deepseek-v2-lite", "h100-sxm", Layout(2, 1, 2, 1), "achievable", "eager", 2048),  # MLA + tp + ep
 ]
-IDS = [f"{c[0]}-{c[3]}-{c[4]}-tp{c[2].tp}ep{c[2].ep}" for c in CASES]
+IDS = [f"{c[0]}-{c[3]}-{'eager+step' if c[4] is STEPPED else c[4]}-tp{c[2].tp}ep{c[2].ep}" for c in CASES]
 
 
 def _pair(model, hw, lay, mode, impl, budget):
@@ -49,6 +54,15 @@ def _same(ref, lay, got, want, S):
         rows = [(1, int(s)) for s in S]
         return abs(got - want) <= ref(rows + [(1, int(max(S)))] * lay.ep) - ref(rows)
     return math.isclose(got, want, rel_tol=1e-9)
+
+
+def test_the_first_case_is_host_bound_with_a_step_cost_so_that_every_term_of_a_step_is_read():
+    _, fast = _pair(*CASES[0])
+    for n in (1, 64):  # and device-bound at 600 rows: both sides of the max are taken
+        dev, host, step = fast._decode_prefix(n)
+        assert host > dev and step == pytest.approx(0.5e-3)
+    dev, host, step = fast._decode_prefix(600)
+    assert dev > host
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
