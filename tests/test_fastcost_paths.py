@@ -121,7 +121,10 @@ def test_the_exact_step_cost_is_stepcost_and_counts_each_call(case):
     assert exact(T, S) == ref(_rows(T, S)) and exact(T, S) == ref(_rows(T, S)) and exact.calls == 2
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[4]], ids=[IDS[0], IDS[4]])
+EDGE = [0, 4, 7, 11]  # host-bound with a step cost, MHA, windows (priced row by row), attention data parallel
+
+
+@pytest.mark.parametrize("case", [CASES[i] for i in EDGE], ids=[IDS[i] for i in EDGE])
 def test_a_step_at_the_edge_of_each_table_fastcost_grows_is_priced_as_any_other(case):
     """FastCost grows its tables on demand: by rows (the decode prefix starts at 512 rows), by rounded context (the
     decode attention table at 1,024 x q tokens) and by tokens a step (the prefill prefix at the budget + 1). A step
@@ -132,13 +135,22 @@ def test_a_step_at_the_edge_of_each_table_fastcost_grows_is_priced_as_any_other(
                  ([1] * 512, list(range(1, 513))),  # rows = the decode prefix's length
                  ([1, 1], [100, 1024 * q]),  # a context at the decode table's length
                  ([1, 1], [100, 2048 * q - 5]),
+                 ([10], [10]),  # builds the prefill prefix at budget + 1 tokens
                  ([case[5] + 1], [case[5] + 1]),  # a whole prompt of budget + 1 tokens: the prefill prefix's length
                  ([2 * (case[5] + 1)], [2 * (case[5] + 1)]),
                  ([1] * 1024, [7] * 1024)]:
         T, S = np.array(T), np.array(S)
-        assert math.isclose(fast(T, S), ref(_rows(T, S)), rel_tol=1e-9), (T.size, S.max())
+        assert _same(ref, case[2], fast(T, S), ref(_rows(T, S)), S), (T.size, S.max())
         if T.max() == 1:
-            assert math.isclose(fast.decode_only(S), ref(_rows(T, S)), rel_tol=1e-9)
+            assert _same(ref, case[2], fast.decode_only(S), ref(_rows(T, S)), S)
     for n, S0 in [(1, 1024 * q - 3), (3, 2048 * q - 1)]:  # a run that crosses the table's end
         got = fast.decode_steps(np.full(n, S0), 8)
         assert np.allclose(got, [ref([(1, S0 + j)] * n) for j in range(8)], rtol=1e-9, atol=0)
+    # the decode table's end reached by a mixed step's decode rows and by a run, each on a fresh FastCost
+    ref, fast = _pair(*case)
+    fast(np.array([1]), np.array([100]))
+    T, S = np.array([1, 300]), np.array([1024 * q, 300])
+    assert math.isclose(fast(T, S), ref(_rows(T, S)), rel_tol=1e-9)
+    ref, fast = _pair(*case)
+    fast(np.array([1]), np.array([100]))
+    assert math.isclose(fast.decode_steps(np.array([1024 * q - 1]), 2)[-1], ref([(1, 1024 * q)]), rel_tol=1e-9)
