@@ -67,6 +67,10 @@ def test_the_first_case_is_host_bound_with_a_step_cost_so_that_every_term_of_a_s
         assert host > dev and step == pytest.approx(0.5e-3)
     dev, host, step = fast._decode_prefix(600)
     assert dev > host
+    ref = _pair(*CASES[0])[0]
+    for T, S in (([1, 1, 1, 4], [50, 900, 3000, 4]), ([1, 1, 3, 5], [10, 20, 30, 40]), ([6], [6])):
+        T, S = np.array(T), np.array(S)  # small mixed and prefill steps: host-bound as well
+        assert math.isclose(fast(T, S), ref(_rows(T, S)), rel_tol=1e-9)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
