@@ -35,6 +35,8 @@ CASES = [  # model, hardware, layout, mode, implementation profile, token budget
     ("qwen3-30b-a3b", "h200", Layout(1, 1, 4, 1), "achievable", "sglang-0.5", 2048),  # attention data parallel
     ("deepseek-v2-lite", "h100-sxm", Layout(2, 1, 2, 1), "achievable", "eager", 2048),  # MLA + tp + ep
     ("llama-3.2-1b", PACKED, Layout(), "roofline", None, 2048),
+    ("llama-3.2-1b", "h100-sxm", Layout(), "achievable", "eager", 512),  # host-bound with no step cost
+    ("qwen3-30b-a3b", "h100-sxm", Layout(1, 1, 2, 1), "roofline", None, 1024),  # attention DP without MLA
 ]
 IDS = [f"{c[0]}-{'packed' if c[1] is PACKED else c[1]}-{c[3]}-{'eager+step' if c[4] is STEPPED else c[4]}-tp{c[2].tp}ep{c[2].ep}" for c in CASES]
 
@@ -60,14 +62,16 @@ def _same(ref, lay, got, want, S):
     return math.isclose(got, want, rel_tol=1e-9)
 
 
-def test_the_first_case_is_host_bound_with_a_step_cost_so_that_every_term_of_a_step_is_read():
-    _, fast = _pair(*CASES[0])
-    for n in (1, 64):  # and device-bound at 600 rows: both sides of the max are taken
-        dev, host, step = fast._decode_prefix(n)
-        assert host > dev and step == pytest.approx(0.5e-3)
-    dev, host, step = fast._decode_prefix(600)
-    assert dev > host
-    ref = _pair(*CASES[0])[0]
+@pytest.mark.parametrize("case, step", [(CASES[0], 0.5e-3), (CASES[-2], 0.0)], ids=["step-cost", "no-step-cost"])
+def test_two_cases_are_host_bound_so_that_every_term_of_a_step_is_read(case, step):
+    """max(device, host) + step: with and without a step cost, host-bound at few rows, device-bound at many."""
+    _, fast = _pair(*case)
+    for n in (1, 64):
+        d, h, s = fast._decode_prefix(n)
+        assert h > d and s == pytest.approx(step, abs=0)
+    d, h, s = fast._decode_prefix(600)
+    assert d > h
+    ref = _pair(*case)[0]
     for T, S in (([1, 1, 1, 4], [50, 900, 3000, 4]), ([1, 1, 3, 5], [10, 20, 30, 40]), ([6], [6])):
         T, S = np.array(T), np.array(S)  # small mixed and prefill steps: host-bound as well
         assert math.isclose(fast(T, S), ref(_rows(T, S)), rel_tol=1e-9)
@@ -97,7 +101,9 @@ def test_a_decode_only_step_is_the_op_list_row_by_row(case):
         S = rng.integers(1, 3 * load_model(case[0]).max_context, n)
         want = ref([(1, int(s)) for s in S])
         assert _same(ref, case[2], fast(np.ones(n, dtype=np.int64), S), want, S), (n, S)
+        before = fast.calls
         assert _same(ref, case[2], fast.decode_only(S), want, S), (n, S)
+        assert fast.calls == before + 1  # one evaluation, whichever way it was priced
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
