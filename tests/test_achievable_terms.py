@@ -442,6 +442,34 @@ def test_a_chunk_after_a_prefix_takes_at_least_the_decode_kernel_over_its_cache(
     assert _measured_attention(Two(1.0), plain, kf, peak, bw)[0] == 2.0
 
 
+def test_the_decode_kernel_floor_applies_only_after_a_prefix_and_its_ratio_is_at_least_one():
+    """A prompt with no prefix (klen = T) is the context table's own shape: no floor, even a 4-token prompt whose
+    cache read at the generation ratio would outlast its FLOPs. After a prefix the floor is max(r_gen, 1) x kv_read /
+    BW."""
+    from perfmodel.timemodel import _measured_attention
+
+    class Ratios(Recorder):
+        def __init__(self, gen):
+            super().__init__(1.0)
+            self.gen = gen
+
+        def attn_ratio(self, phase, kvd, heads, B, L):
+            super().attn_ratio(phase, kvd, heads, B, L)
+            return 2.0 if phase == "context" else self.gen
+
+    kf, peak, bw = Precision().formats()[2], 1e15, 3.35e12
+    short = _first("attn", B=1.0, T=4.0, S=4.0, phase="prefill")
+    assert 40.0 * short.kv_read / bw > 2.0 * short.flops / peak  # the floor would win, were it applied
+    assert _measured_attention(Ratios(40.0), short, kf, peak, bw)[0] == 2.0
+    op = _first("attn", B=1.0, T=4.0, S=8192.0, phase="prefill")
+    ideal = max(op.flops / peak, op.bytes / bw)
+    r, _ = _measured_attention(Ratios(1.5), op, kf, peak, bw)
+    assert 1.5 * op.kv_read / bw > max(2.0 * op.flops / peak, ideal)  # the floor is what this case prices
+    assert float(r) * ideal == pytest.approx(1.5 * op.kv_read / bw, rel=1e-12)
+    # below 1 the floor is under the op's ideal time (kv_read <= bytes), which the ratio's own floor of 1 keeps
+    assert float(_measured_attention(Ratios(0.5), op, kf, peak, bw)[0]) == 1.0
+
+
 def test_one_kv_head_a_device_is_looked_up_as_one():
     from perfmodel.timemodel import _measured_attention
 
