@@ -232,7 +232,9 @@ def test_validate_serving_from_the_cli_writes_the_table_and_the_plot(tmp_path, c
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["--serving", "--sample", "/nonexistent/x.csv"], "/nonexistent/x.csv: cannot be read"),
+    (["--serving", "--sample", "/nonexistent/x.csv"], "/nonexistent/x.csv: no such silicon sample"),
+    (["--serving", "--sample", "/dev/zero"], "/dev/zero: it is not a regular file"),
+    (["--serving", "--points", "/nonexistent/p.csv"], "/nonexistent/p.csv: no such points table"),
     (["--serving", "-m", "no-such-model"], "--model: no point has 'no-such-model'"),
     (["--serving", "-m", "llama-3.1-8b,,qwen3-32b"], "--model: an empty entry"),
     (["--serving", "--mode", "simple"], "--mode: must be roofline, achievable or both"),
