@@ -101,8 +101,6 @@ def coverage(points) -> dict:
 
 def load_points(path):
     """A per-point table written by `validate --serving -o` (to summarize or compare without simulating)."""
-    import pandas as pd
-
     from ..fileio import read_csv_capped
 
     t = read_csv_capped(path, str(path), 8 * MAX_FILE_BYTES, "points table",
