@@ -141,6 +141,7 @@ class Grid:
         self.B = parse_axis(batch, "--batch", limit=self.max_rows)
         self.S = parse_axis(context, "--context", limit=self.max_rows)
         self.wds = _names(weights_dtype) if isinstance(weights_dtype, str) else list(weights_dtype)
+        kv_dtype = (None,) if kv_dtype is None else kv_dtype  # None: the activation format, as everywhere else
         self.kds = _names(kv_dtype) if isinstance(kv_dtype, str) else list(kv_dtype)
         for d in self.wds:  # a bad format is one line before any spec is read
             _prec(d, None, act_dtype)

@@ -68,3 +68,12 @@ def test_sweep_bad_input(capsys, argv, words):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_kv_format_of_none_is_the_activation_format_as_in_every_other_function():
+    """kv_dtype=None (what decode and the rest take for "the activation format") raised TypeError in sweep: a
+    dev-profile fuzz draw (seed 82) found it."""
+    kw = dict(models="llama-3.2-1b", hardware="l4", batch="1:8:x2", context="128:1024:x2")
+    none = pm.sweep(**kw, kv_dtype=None)
+    assert none.equals(pm.sweep(**kw)) and set(none.kv_dtype.astype(str)) == {"bf16"}
+    assert none.equals(pm.sweep(**kw, kv_dtype="bf16"))
