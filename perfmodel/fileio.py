@@ -34,6 +34,19 @@ def user_path(text, opt: str) -> Path:
 def read_capped(path, opt: str, limit: int, what: str = "file") -> str:
     """The text of a regular file of at most `limit` bytes, or one SpecError line naming the option: a missing file,
     a folder, a device or FIFO (reading one may never end), a file over the limit, bytes that are not UTF-8."""
+    data, it = _capped(path, opt, limit, what)
+    return _utf8(data, opt, it)
+
+
+def _utf8(data: bytes, opt: str, it: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(opt, None, f"{it} is not UTF-8 text (byte {e.start})") from None
+
+
+def _capped(path, opt: str, limit: int, what: str) -> tuple[bytes, str]:
+    """(bytes, how errors name the file) of a regular file of at most `limit` bytes: read_capped's checks but UTF-8."""
     import stat
 
     p = user_path(path, opt)
@@ -58,10 +71,7 @@ def read_capped(path, opt: str, limit: int, what: str = "file") -> str:
         raise SpecError(opt, None, f"cannot read {it}: {_why(e)}") from None
     if len(data) > limit:
         raise SpecError(opt, None, f"{it} grew past the {limit:,}-byte limit of a {what} while it was read")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise SpecError(opt, None, f"{it} is not UTF-8 text (byte {e.start})") from None
+    return data, it
 
 
 def read_csv_capped(path, opt: str, limit: int, what: str = "CSV", **read_csv):
@@ -71,9 +81,10 @@ def read_csv_capped(path, opt: str, limit: int, what: str = "CSV", **read_csv):
 
     import pandas as pd
 
-    text = read_capped(path, opt, limit, what)
+    data, it = _capped(path, opt, limit, what)
+    _utf8(data, opt, it)  # the check alone: pandas parses the bytes
     try:
-        return pd.read_csv(io.StringIO(text), **read_csv)
+        return pd.read_csv(io.BytesIO(data), **read_csv)  # bytes: pandas' C parser reads them twice as fast as text
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise SpecError(opt, None, f"is not a readable CSV ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
 
