@@ -46,6 +46,36 @@ def test_attention_data_parallel_maps_to_ep_groups_and_impossible_layouts_say_wh
     assert silicon._layout(ds, 72, 1)[1] == "tp 72 does not divide 128 heads / 128 KV heads"
 
 
+def test_an_agg_row_whose_tp_is_the_run_s_tp_times_ep_runs_on_the_gpus_its_id_names():
+    row = {"id": "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_8192x1024_c4_tp8_ep8_947"}
+    assert silicon.agg_parallel({**row, "tp_size": 64.0, "attention_dp_size": 1.0})[:2] == (8, 1)
+    fixed = silicon.agg_parallel({**row, "tp_size": 1.0, "attention_dp_size": 64.0})
+    assert fixed[:2] == (1, 8) and "attention_dp_size 64" in fixed[2] and "tp8_ep8" in fixed[2]
+    for tp, dp in ((8.0, 1.0), (1.0, 8.0), (8.0, 8.0), (32.0, 1.0)):  # the id's GPUs, or not the product: as given
+        assert silicon.agg_parallel({**row, "tp_size": tp, "attention_dp_size": dp}) == (int(tp), int(dp), "")
+    kimi = {"id": "m_agg_1024x1024_c4_tp4_ep4_1294", "tp_size": 4.0, "attention_dp_size": 4.0}
+    assert silicon.agg_parallel(kimi) == (4, 4, "")  # both above 1: its twin records say the same
+    assert silicon.agg_parallel({"id": "m_tp8_ep1_1", "tp_size": 8.0, "attention_dp_size": float("nan")}) == (8, 1, "")
+    assert silicon.agg_parallel({"id": "minimaxm2_5_cfg733", "tp_size": 4.0, "attention_dp_size": 1.0}) == (4, 1, "")
+
+
+def test_the_shipped_sample_s_twin_measurements_agree_with_the_gpus_the_id_names(sample):
+    """80 of the runs the 2026-04-06 file records with tp x ep as tp appear again in 2026-03-25.csv (the same TTFT
+    to 0.01 ms), and there every twin gives the GPUs the id names."""
+    by = {p["id"]: p for p in silicon.plan(sample)}
+    fixed = sample[[("tp x ep" in by[i]["assumed"]) for i in sample["id"]]]
+    assert len(fixed) == 194 and all(by[i]["status"] == "ok" for i in fixed["id"])
+    src = sample["silicon_data_source"].str.extract(r"source_file=([^;]+)")[0]
+    assert set(src[fixed.index]) == {"2026-04-06.csv"}
+    other = sample[(src == "2026-03-25.csv") & (sample["mode"] == "agg")]
+    twins = fixed.merge(other, on=["system", "model_path", "isl", "osl"], suffixes=("", "_twin"))
+    twins = twins[(twins["silicon_ttft_ms"] - twins["silicon_ttft_ms_twin"]).abs() < 0.01]
+    assert twins["id"].nunique() == 80
+    for _, t in twins.iterrows():
+        lay = by[t["id"]]["layout"]
+        assert (lay.tp, lay.ep) == (int(t["tp_size_twin"]), int(t["attention_dp_size_twin"] or 1))
+
+
 def test_at_least_90_percent_of_the_sample_is_planned(sample):
     plans = silicon.plan(sample)
     ok = [p for p in plans if p["status"] == "ok"]

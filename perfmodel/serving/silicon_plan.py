@@ -152,6 +152,29 @@ def _layout(model, tp, adp) -> tuple[Layout | None, str]:
     return Layout(t, 1, d, 1), ""
 
 
+def agg_parallel(row) -> tuple:
+    """(tp, attention DP, note) of an aggregated row. InferenceX names a run by its GPUs and the expert parallelism
+    within them (..._tp8_ep8_...: 8 GPUs, the experts over all 8), and so does the id the sample keeps. 194 rows of
+    the sample's file 2026-04-06.csv give the product of the two as the run's tp_size (or attention_dp_size): tp 64
+    with moe_tp 8 x moe_ep 8 for a run named tp8_ep8, priced before as 64 GPUs. 89 of those measurements are in the
+    sample again (the same TTFT to 0.01 ms): all 80 twins in 2026-03-25.csv and all 31 in
+    qwen3.5-397b-gap-analysis.csv give the id's GPUs; 12 Qwen3.5 rows without a source file give the product, and
+    one row of 2026-04-06.csv gives tp 1 for a run named tp2_ep2.
+    Where tp_size x attention_dp_size is the id's tp x ep (ep > 1) and not both are above 1, the row ran on the
+    id's tp GPUs: tensor parallel over them, or attention DP where the sample says DP. Rows with both above 1
+    (Kimi-K2.5 on B200, tp 4 x DP 4 for tp4_ep4; its twins say the same) are kept as they are."""
+    tp, dp = _int(row["tp_size"]), _int(row["attention_dp_size"]) or 1
+    m = re.search(r"_tp(\d+)_ep(\d+)_", str(row["id"]))
+    if tp is None or m is None:
+        return tp, dp, ""
+    t, e = int(m[1]), int(m[2])
+    if e == 1 or tp * dp != t * e or (tp > 1 and dp > 1):
+        return tp, dp, ""
+    fixed = (1, t) if dp > 1 else (t, 1)
+    what = f"attention_dp_size {dp}" if dp > 1 else f"tp_size {tp}"
+    return (*fixed, f"the sample's {what} is tp x ep of the run its id names (tp{t}_ep{e}): {t} GPUs")
+
+
 def plan(df, recipes=None) -> list[dict]:
     """Per row: the catalog model and device, precision, layouts, concurrency and workers, or the reason the row
     cannot be predicted ("status": "ok" or "skipped", "reason"). A disagg row without worker counts takes them from
@@ -201,7 +224,10 @@ def plan(df, recipes=None) -> list[dict]:
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
                  budget=budget(row["backend"], hw))
         if row["mode"] == "agg":
-            lay, why = _layout(m, row["tp_size"], row["attention_dp_size"])
+            tp, dp, fixed = agg_parallel(row)
+            if fixed:
+                r["assumed"] = "; ".join(x for x in (r["assumed"], fixed) if x)
+            lay, why = _layout(m, tp, dp)
             if lay is None:
                 r["reason"] = why
                 continue
