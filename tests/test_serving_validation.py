@@ -59,6 +59,35 @@ def test_an_agg_row_whose_tp_is_the_run_s_tp_times_ep_runs_on_the_gpus_its_id_na
     assert silicon.agg_parallel({"id": "minimaxm2_5_cfg733", "tp_size": 4.0, "attention_dp_size": 1.0}) == (4, 1, "")
 
 
+def test_a_row_without_a_layout_in_its_id_whose_gpus_are_moe_tp_times_moe_ep_runs_on_k_gpus():
+    row = {"id": "dsr1_h200_trtllm_fp8_agg_1024x1024_c4_cfg181", "moe_tp_size": 8.0, "moe_ep_size": 8.0}
+    tp, dp, why = silicon.agg_parallel({**row, "tp_size": 64.0, "attention_dp_size": 1.0})
+    assert (tp, dp) == (8, 1) and "moe_tp x moe_ep (8 x 8)" in why
+    assert silicon.agg_parallel({**row, "tp_size": 1.0, "attention_dp_size": 64.0})[:2] == (1, 8)
+    assert silicon.agg_parallel({**row, "tp_size": 16.0, "attention_dp_size": 1.0, "moe_tp_size": 4.0,
+                                 "moe_ep_size": 4.0})[:2] == (4, 1)
+    for tp, dp, mt, me in ((4.0, 1.0, 2.0, 2.0),  # moe 2 x 2 on 4 GPUs: a layout the engines run
+                           (8.0, 1.0, 1.0, 8.0), (8.0, 1.0, 8.0, 1.0), (64.0, 1.0, 8.0, 4.0), (16.0, 4.0, 8.0, 8.0)):
+        r = {**row, "tp_size": tp, "attention_dp_size": dp, "moe_tp_size": mt, "moe_ep_size": me}
+        assert silicon.agg_parallel(r) == (int(tp), int(dp), "")
+
+
+def test_the_dump_rows_with_the_squared_layout_measure_as_their_k_gpu_twins(sample):
+    """The 14 H200 TensorRT-LLM DeepSeek-V3 rows of cfg181 (tp 64, moe 8 x 8) against the tp 8 rows of cfg83 at
+    the same lengths and clients: within 2.5% in TPOT, as one 8-GPU layout measured twice (a 64-GPU run across
+    8 nodes would not be)."""
+    by = {p["id"]: p for p in silicon.plan(sample)}
+    moved = sample[[("moe_tp x moe_ep" in by[i]["assumed"]) for i in sample["id"]]]
+    assert len(moved) == 123 and all(by[i]["status"] == "ok" for i in moved["id"])
+    c181 = sample[sample["id"].str.startswith("dsr1_h200_trtllm_fp8_agg") & sample["id"].str.endswith("_cfg181")]
+    c83 = sample[sample["id"].str.startswith("dsr1_h200_trtllm_fp8_agg") & sample["id"].str.endswith("_cfg83")]
+    pairs = c181.merge(c83, on=["isl", "osl", "batch_size"], suffixes=("", "_8"))
+    assert len(pairs) == 14 and set(pairs["tp_size"]) == {64.0} and set(pairs["tp_size_8"]) == {8.0}
+    r = pairs["silicon_tpot_ms"] / pairs["silicon_tpot_ms_8"]
+    assert r.between(0.97, 1.01).all()
+    assert all(by[i]["layout"] == Layout(8, 1, 1, 1) for i in pairs["id"])
+
+
 def test_the_shipped_sample_s_twin_measurements_agree_with_the_gpus_the_id_names(sample):
     """80 of the runs the 2026-04-06 file records with tp x ep as tp appear again in 2026-03-25.csv (the same TTFT
     to 0.01 ms), and there every twin gives the GPUs the id names."""

@@ -162,11 +162,25 @@ def agg_parallel(row) -> tuple:
     one row of 2026-04-06.csv gives tp 1 for a run named tp2_ep2.
     Where tp_size x attention_dp_size is the id's tp x ep (ep > 1) and not both are above 1, the row ran on the
     id's tp GPUs: tensor parallel over them, or attention DP where the sample says DP. Rows with both above 1
-    (Kimi-K2.5 on B200, tp 4 x DP 4 for tp4_ep4; its twins say the same) are kept as they are."""
+    (Kimi-K2.5 on B200, tp 4 x DP 4 for tp4_ep4; its twins say the same) are kept as they are.
+
+    123 rows of AIConfigurator's database dump (ids ..._cfg<n>, no tp in the id) carry the same signature: moe_tp
+    = moe_ep = k and k^2 GPUs (tp 64, moe 8 x 8; tp 16, moe 4 x 4). Where the sample holds them again they are k
+    GPUs: the 12 Qwen3.5 rows on B200 are the same measurements (to 0.01 ms) as tp 4 rows of 2026-03-25.csv and
+    qwen3.5-397b-gap-analysis.csv; the 14 TensorRT-LLM DeepSeek-V3 rows on H200 (cfg181, tp 64) measure within
+    2.5% of the tp 8 rows of cfg83 at the same lengths and clients (TPOT 0.975-1.005x). A row whose moe_tp and
+    moe_ep are one k >= 4 with tp x DP = k^2 runs on k GPUs. k = 2 (4 GPUs as moe 2 x 2) is a layout the engines
+    run and is kept."""
     tp, dp = _int(row["tp_size"]), _int(row["attention_dp_size"]) or 1
     m = re.search(r"_tp(\d+)_ep(\d+)_", str(row["id"]))
-    if tp is None or m is None:
+    if tp is None:
         return tp, dp, ""
+    if m is None:
+        k, e = _int(row.get("moe_tp_size")), _int(row.get("moe_ep_size"))
+        if k is None or k != e or k < 4 or tp * dp != k * k or (tp > 1 and dp > 1):
+            return tp, dp, ""
+        what = f"attention_dp_size {dp}" if dp > 1 else f"tp_size {tp}"
+        return (*((1, k) if dp > 1 else (k, 1)), f"the sample's {what} is moe_tp x moe_ep ({k} x {k}): {k} GPUs")
     t, e = int(m[1]), int(m[2])
     if e == 1 or tp * dp != t * e or (tp > 1 and dp > 1):
         return tp, dp, ""
