@@ -196,6 +196,7 @@ class KernelSet:
     allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
     alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
     versions: dict = field(default_factory=dict)  # kind -> the version directory read
+    rejected: list = field(default_factory=list)  # tables read and not used, and why (work_growth)
     # the nearest measured shape per query (moe_ratio, alltoall_time): a scan of every key, ~9 ms a call on the
     # MoE tables, asked again for every step the serving simulator prices; the tables never change after load
     _near: dict = field(default_factory=dict, repr=False, compare=False)
@@ -365,6 +366,24 @@ def _table_dir(root: Path, kind: str, engine: str, version: str, need: str | Non
     return (d / v, v) if v else None
 
 
+# A block-scaled fp8 GEMM moves the bytes and does the FLOPs of a per-tensor one (plus one scale per 128 x 128
+# block, 1/16384 more): at the memory-bound shapes (m <= 64 rows, n and k >= 1024) it cannot take several times
+# the per-tensor kernel's time on the same device and engine. Over AIConfigurator 0.12.0's tables the median ratio
+# is 0.62 to 1.02 for TensorRT-LLM and SGLang, and 3.5 (H100) to 29 (GB300) for vLLM 0.24's fp8_block tables
+# (DeepGemm/CutlassFp8BlockScaledMMKernel, flat at 84-361 us whatever n from 2,048 to 16,384 at m = 64, k = 4,096):
+# those time something else than the kernel, so they price nothing (KernelSet.rejected says so).
+MAX_BLOCK_RATIO = 2.0
+
+
+def block_ratio(block, tensor) -> float:
+    """The median time ratio of a block-scaled fp8 table to the per-tensor fp8 one (both grouped by (m, n, k), the
+    fastest kernel per shape) over their common memory-bound shapes; nan where they share none."""
+    idx = block.index.intersection(tensor.index)
+    m, n, k = (idx.get_level_values(c) for c in ("m", "n", "k"))
+    idx = idx[(m <= 64) & (n >= 1024) & (k >= 1024)]
+    return float((block.loc[idx] / tensor.loc[idx]).median()) if len(idx) else math.nan
+
+
 def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
     root = aic_dir() / system
     ks = KernelSet(source=f"AIConfigurator {_aic_version()} {system} {engine} {version}")
@@ -372,11 +391,17 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
     if got:
         df = _parquet(got[0] / "gemm_perf.parquet")
         ks.versions["gemm"] = got[1]
-        for dt, g in df.groupby("gemm_dtype"):
+        # the fastest kernel the engine ships for each shape (vLLM picks per shape among its kernels)
+        fastest = {dt: g.groupby(["m", "n", "k"])["latency"].min() for dt, g in df.groupby("gemm_dtype")}
+        for dt, lat in fastest.items():
             if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
                 continue
-            # the fastest kernel the engine ships for each shape (vLLM picks per shape among its kernels)
-            g = g.groupby(["m", "n", "k"], as_index=False)["latency"].min()
+            if dt == "fp8_block" and "fp8" in fastest:
+                r = block_ratio(lat, fastest["fp8"])
+                if r > MAX_BLOCK_RATIO:
+                    ks.rejected.append(f"gemm fp8_block ({r:.3g}x the per-tensor fp8 kernels' time at the same shapes)")
+                    continue
+            g = lat.reset_index()
             m, n, k = (g[c].to_numpy(float) for c in "mnk")
             r = g["latency"].to_numpy(float) * 1e-3 / _ideal_gemm(hw, dt, m, n, k)
             ks.gemm[dt] = _grid(g, ["m", "n", "k"], np.log(r))
@@ -512,7 +537,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 4  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 6  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -7,6 +7,7 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -409,3 +410,38 @@ def test_a_serving_step_priced_by_measured_kernels_is_the_engines_mixed_step_in_
         assert ref(list(zip(T.tolist(), S.tolist()))) == pytest.approx(want, rel=1e-9), (nd, chunks)
         assert fast(T, S) == pytest.approx(want, rel=1e-9), (nd, chunks)
     assert engine.query_length([2000]) == 2000 and engine.query_length([1, 3]) == 2.5
+
+
+# ---------------------------------------------------------------- a table that times something else
+def test_a_block_scaled_fp8_table_several_times_the_per_tensor_one_at_memory_bound_shapes_is_not_used():
+    """Block-scaled and per-tensor fp8 GEMMs move the same bytes: the ratio of their tables is taken over the
+    memory-bound shapes (m <= 64, n and k >= 1024) only, as a median."""
+    idx = pd.MultiIndex.from_product([[1, 64, 4096], [512, 2048, 16384], [512, 4096]], names=["m", "n", "k"])
+    tensor = pd.Series(np.arange(1.0, idx.size + 1.0), index=idx)
+    m, n, k = (idx.get_level_values(c) for c in ("m", "n", "k"))
+    bound = (m <= 64) & (n >= 1024) & (k >= 1024)
+    assert bound.sum() == 4
+    block = tensor.where(~bound, tensor * 3.0)  # 3x at the memory-bound shapes, equal elsewhere
+    assert kernels.block_ratio(block, tensor) == pytest.approx(3.0)
+    assert kernels.block_ratio(tensor.where(bound, tensor * 50.0), tensor) == pytest.approx(1.0)  # others ignored
+    assert math.isnan(kernels.block_ratio(block[~bound], tensor))  # no common memory-bound shape: nothing to say
+
+
+@needs_aic
+def test_vllm_s_block_scaled_fp8_tables_price_nothing_and_the_other_engines_keep_theirs(capsys):
+    """AIConfigurator 0.12.0's vLLM 0.24 fp8_block GEMM tables are 3.5x (H100) to 29x (GB300) its per-tensor fp8
+    ones at the same memory-bound shapes: fp8-b128 GEMMs fall back to the per-tensor table, and the footer says why.
+    TensorRT-LLM's and SGLang's block tables (0.6x to 1.0x theirs) price them."""
+    for dev in ("h100-sxm", "b200", "gb300"):
+        hw = load_hardware(dev)
+        v = kernels.load(hw, "vllm", "0.24.0")
+        assert "fp8_block" not in v.gemm and "fp8" in v.gemm
+        assert len(v.rejected) == 1 and v.rejected[0].startswith("gemm fp8_block (")
+        assert float(v.rejected[0].split("(")[1].split("x")[0]) > kernels.MAX_BLOCK_RATIO
+        for eng, ver in (("trtllm", "1.3.0rc20"), ("sglang", "0.5.14")):
+            ks = kernels.load(hw, eng, ver)
+            assert "fp8_block" in ks.gemm and not ks.rejected, (dev, eng)
+    main(["decode", "-m", "minimax-m2.5", "-H", "b300", "--tp", "4", "--batch", "64", "--weights-dtype", "fp8-b128",
+          "--act-dtype", "fp8", "--mode", "achievable", "--impl", "vllm-0.24"])
+    out = capsys.readouterr().out
+    assert "not used: gemm fp8_block (" in out and "the per-tensor fp8 kernels' time at the same shapes)" in out

@@ -399,18 +399,26 @@ def test_a_burst_of_prompts_on_an_empty_server_raises_the_mean_ttft_and_one_clie
     assert one["tpot_profile"] == pytest.approx(one["tpot"], rel=1e-6)
 
 
-def test_an_fp8_block_quant_mode_is_priced_as_fp8_b128_and_the_other_fp8_rows_as_per_tensor_fp8(sample):
-    """AIConfigurator records a row's GEMM and MoE quant modes; fp8_block (block-scaled FP8) maps to fp8-b128."""
-    row = {"model_path": "deepseek-ai/DeepSeek-R1", "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8"}
+def test_an_fp8_block_quant_mode_or_a_block_scaled_checkpoint_is_priced_as_fp8_b128_the_rest_as_per_tensor(sample):
+    """AIConfigurator records a row's GEMM and MoE quant modes; fp8_block (block-scaled FP8) maps to fp8-b128, and so
+    does fp8 of a checkpoint stored block-scaled (DeepSeek-R1/V3, Qwen3-235B-A22B-FP8, MiniMax-M2.5)."""
+    row = {"model_path": "meta-llama/Llama-3.1-70B", "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8"}
     assert silicon.weights_format(row, "fp8") == "fp8"
     assert silicon.weights_format(dict(row, moe_quant_mode="fp8_block"), "fp8") == "fp8-b128"
     assert silicon.weights_format(dict(row, gemm_quant_mode="fp8_block"), "fp8") == "fp8-b128"
     assert silicon.weights_format(dict(row, gemm_quant_mode="nvfp4", moe_quant_mode="fp8_block"), "nvfp4") == "nvfp4"
+    for path in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8",
+                 "MiniMaxAI/MiniMax-M2.5"):
+        assert silicon.weights_format(dict(row, model_path=path), "fp8") == "fp8-b128"
+        assert silicon.weights_format(dict(row, model_path=path), "nvfp4") == "nvfp4"  # an NVFP4 run stays NVFP4
     by = {p["id"]: p for p in silicon.plan(sample) if p["status"] == "ok"}
+    n = 0
     for _, r in sample.iterrows():
         if r["id"] in by and by[r["id"]]["weights"].startswith("fp8"):
-            block = "fp8_block" in (r["gemm_quant_mode"], r["moe_quant_mode"])
+            block = "fp8_block" in (r["gemm_quant_mode"], r["moe_quant_mode"]) or r["model_path"] in silicon.BLOCK_FP8
             assert by[r["id"]]["weights"] == ("fp8-b128" if block else "fp8"), r["id"]
+            n += by[r["id"]]["weights"] == "fp8"
+    assert n > 500  # the rest (Llama-3.1, Qwen3-32B; Qwen3.5 and GLM-5, whose checkpoint is not sourced) per-tensor
 
 
 def test_a_decode_worker_s_wait_for_a_place_is_ttft_and_tpot_runs_from_the_first_token_it_streams(sample):

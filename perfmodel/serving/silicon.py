@@ -61,8 +61,8 @@ from .silicon_report import (  # noqa: F401 (re-exported)
 )
 
 from .silicon_plan import (  # noqa: F401 (re-exported)
-    DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, weights_format, experts_format, budget,
-    worker_budget, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num, agg_parallel,
+    DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, BLOCK_FP8, weights_format, experts_format,
+    budget, worker_budget, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num, agg_parallel,
 )
 
 MODES = ("roofline", "achievable")

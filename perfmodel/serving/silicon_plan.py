@@ -50,12 +50,21 @@ PRECISION = {"fp8": ("fp8", "fp8", "fp8"), "fp8_block": ("fp8-b128", "fp8", "fp8
 
 
 
+# the sample's checkpoints stored as block-scaled FP8 (config.json quantization_config: quant_method fp8,
+# weight_block_size [128, 128]): DeepSeek-V3 technical report (arXiv:2412.19437, 3.3.2) and the DeepSeek-V3/R1
+# config.json; Qwen3-235B-A22B-FP8's model card ("fine-grained fp8 quantization with block size of 128");
+# MiniMax-M2.5's FP8 release (models/minimax-m2.5.yaml counts its weight_scale_inv blocks)
+BLOCK_FP8 = frozenset({"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8",
+                       "MiniMaxAI/MiniMax-M2.5"})
+
+
 def weights_format(row, wts: str) -> str:
     """A fp8 row's weight format: fp8-b128 (block-scaled, formats.py) where the row's GEMM or MoE quant mode is
-    fp8_block, as AIConfigurator records it; per-tensor fp8 otherwise. The block-scaled checkpoints (DeepSeek-R1/V3,
-    Qwen3-235B-A22B-FP8 and MiniMax-M2.5: config.json weight_block_size [128, 128]) are also served with block
-    kernels when their row says fp8; docs/validation.md ("Serving") gives what mapping them by checkpoint does."""
-    if wts == "fp8" and "fp8_block" in (row.get("gemm_quant_mode"), row.get("moe_quant_mode")):
+    fp8_block, as AIConfigurator records it, or where the row says fp8 of a checkpoint that is stored block-scaled
+    (BLOCK_FP8): the engines load its 128 x 128 scales and run block-scaled FP8 GEMMs (DeepGEMM, or their own
+    block kernels), not per-tensor ones. Per-tensor fp8 otherwise."""
+    if wts == "fp8" and ("fp8_block" in (row.get("gemm_quant_mode"), row.get("moe_quant_mode"))
+                         or row.get("model_path") in BLOCK_FP8):
         return "fp8-b128"
     return wts
 
