@@ -174,6 +174,40 @@ def test_r_replicas_with_poisson_traffic_split_among_them_serve_r_times_the_good
     assert two.goodput_rps[0] == pytest.approx(2 * one.goodput_rps[0], rel=1e-12) and two.devices[0] == 2
 
 
+def test_r_replicas_multiply_every_rate_and_leave_every_per_replica_figure_as_it_is():
+    """R replicas of one searched layout: R times its goodput (and the band around it, the output tokens, the rate
+    that fails, the requests simulated); the same goodput per device, cost per token, latencies and binding."""
+    kw = dict(SMALL, seeds=1, requests=300, price=2.0)
+    one, two = pm.capacity(**kw), pm.capacity(**{**kw, "replicas": 2})
+    for c in ("goodput_rps", "goodput_lo_rps", "goodput_hi_rps", "output_tok_s", "fail_rps"):
+        assert two[c][0] == pytest.approx(2 * one[c][0], rel=1e-12), c
+    assert (two.requests[0], two.devices[0]) == (2 * one.requests[0], 2 * one.devices[0])
+    for c in ("goodput_per_device", "cost_per_million_tokens", "binding_value_s", "ttft_s", "tpot_s"):
+        assert two[c][0] == pytest.approx(one[c][0], rel=1e-12) and one[c][0] > 0, c
+    assert two.binding[0] == one.binding[0] == "ttft"
+
+
+def test_a_trace_shorter_than_the_queue_it_builds_is_said_and_the_advised_length_is_enough():
+    """The warm-up (WARM of the trace) must outlast the queue at the goodput: with more requests in the system than
+    1.5 x the warm-up the row says so, warns, and names a length; at that length it no longer does."""
+    import re
+
+    from perfmodel.errors import LoadWarning
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        short = pm.capacity(**SMALL, seeds=1, requests=120)
+    note = short.note[0]
+    m = re.match(r"trace too short for steady state: (\d+) requests in the system at the goodput, more than the "
+                 r"(\d+) of the warm-up \(pass --requests (\d+) or more\)", note)
+    assert m and int(m[2]) == int(120 * cap.WARM) and int(m[1]) > 1.5 * int(m[2]), note
+    assert any(issubclass(x.category, LoadWarning) and "trace too short" in str(x.message) for x in w)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        enough = pm.capacity(**SMALL, seeds=1, requests=int(m[3]))
+    assert enough.note[0] == "" and not [x for x in w if issubclass(x.category, LoadWarning)]
+
+
 def test_a_looser_slo_never_lowers_the_goodput():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
