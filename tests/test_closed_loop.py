@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import perfmodel as pm
+from perfmodel import load_hardware, load_model
 from perfmodel.cli import main
 from perfmodel.ops import Layout, Precision
 from perfmodel.serving import StepCost, fastsim, kv_sizes, make_traffic, simulate
@@ -240,3 +241,55 @@ def test_a_decode_run_with_attention_data_parallel_is_priced_at_once_by_rank():
     got = fast.decode_steps(few, 40)
     ref = np.array([fast(np.ones(100, dtype=np.int64), few + j) for j in range(40)])
     assert got is not None and np.allclose(got, ref, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("conc, requests, n_seeds", [(8, None, 3), (8, 450, 2), (50, None, 3)])
+def test_capacity_at_a_concurrency_is_each_seed_s_closed_loop_over_its_measured_window(conc, requests, n_seeds):
+    """Per replica c = N / R clients, n = max(requests, 10 c, 200) requests a seed, the first 2 c left out as the
+    warm-up and the last c as the drain; a seed's rate is c / mean E2E over the window, its TTFT and TPOT the
+    window's percentiles (TPOT over the requests of two tokens or more). The row is the median seed's (by TTFT then
+    TPOT over their SLOs; of two, the first), R times its rate, the band the seeds' slowest and fastest; the requests
+    simulated n R. When an SLO breaks, the row names it and its value."""
+    from perfmodel.serving import capacity as cap
+    from perfmodel.serving.slo import Workload, _pct
+
+    R, kw = 2, dict(prompt_len="uniform:32,256", output_len="uniform:1,64", slo_ttft="2s", slo_tpot="100ms")
+    row = pm.capacity("llama-3.2-1b", "l4", tp=1, replicas=R, seeds=n_seeds, concurrency=conc, requests=requests,
+                      slots=32, token_budget=2048, price=1.5, **kw).iloc[0]
+    wl = Workload(kw["prompt_len"], kw["output_len"], kw["slo_ttft"], kw["slo_tpot"], 99, n_seeds, 0, requests, 0.05)
+    knobs = {"slots": 32, "budget": 2048, "block": 16, "quantum": 16}
+    inst = cap.prepare(load_model("llama-3.2-1b"), load_hardware("l4"), Precision("bf16", "bf16", "bf16"),
+                       Layout(tp=1, replicas=R), "roofline", None, wl, knobs, {})[0]
+    c = conc // R
+    n = max(requests or 0, 10 * c, 200)
+    w = slice(2 * c, n - c)
+    seeds, broken = [], 0
+    for seed in range(n_seeds):
+        _, P, O = wl.trace(n, 1.0, seed)
+        r = fastsim.run(np.zeros(n), P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block,
+                        concurrency=c)
+        o = O[w]
+        tpot = ((r["last"][w] - r["first"][w]) / np.maximum(o - 1, 1))[o > 1]
+        seeds.append((_pct(r["first"][w] - r["arrival"][w], 99), _pct(tpot, 99),
+                      c / float(np.mean(r["done"][w] - r["arrival"][w])), float(o.mean())))
+    mid = sorted(seeds, key=lambda s: (s[0] / 2.0, s[1] / 0.1))[(n_seeds - 1) // 2]
+    assert row.binding == "none" and row.requests == n * R and row.devices == R
+    assert (row.ttft_s, row.tpot_s) == pytest.approx(mid[:2], rel=1e-9)
+    assert row.goodput_rps == pytest.approx(R * mid[2], rel=1e-9)
+    assert row.goodput_per_device == pytest.approx(mid[2], rel=1e-9)
+    assert row.output_tok_s == pytest.approx(R * mid[2] * mid[3], rel=1e-9)
+    assert (row.goodput_lo_rps, row.goodput_hi_rps) == pytest.approx((R * min(s[2] for s in seeds),
+                                                                      R * max(s[2] for s in seeds)), rel=1e-9)
+    assert row.goodput_lo_rps < row.goodput_hi_rps
+    assert row.cost_per_million_tokens == pytest.approx(R * 1.5 / 3600 / (row.output_tok_s / 1e6), rel=1e-9)
+    for slo in ("slo_ttft", "slo_tpot"):  # 0.9 x the median seed's: that SLO breaks, and the row says by how much
+        tight = pm.capacity("llama-3.2-1b", "l4", tp=1, replicas=R, seeds=n_seeds, concurrency=conc,
+                            requests=requests, slots=32, token_budget=2048,
+                            **{**kw, slo: f"{0.9 * mid[0 if slo == 'slo_ttft' else 1]}s"}).iloc[0]
+        if tight.binding == "none reached":  # the p99 prompt alone, or one decode step, already breaks it
+            continue
+        term = slo[4:]
+        assert tight.binding == term and tight.binding_value_s == pytest.approx(tight[f"{term}_s"], rel=1e-12)
+        assert math.isnan(tight.goodput_rps) and f"{conc} clients break the {term} SLO" in tight.note
+        broken += 1
+    assert broken == (1 if conc == 50 else 0)  # at 4 clients a replica 0.9 x either is below the analytic bound
