@@ -222,12 +222,14 @@ def test_disaggregated_points_are_summarized_apart_by_whether_their_worker_count
 
 
 def test_a_table_with_the_workers_column_groups_the_recipe_rows_and_their_speculative_decoding_apart():
-    t = pd.DataFrame({"mode": ["roofline"] * 5, "status": ["ok"] * 5, "backend": ["trtllm"] * 5,
-                      "system": ["gb200"] * 5, "model_path": ["m"] * 5, "band": ["5-32"] * 5,
-                      "serving_mode": ["agg"] + ["disagg"] * 4, "assumed": [""] * 4 + ["workers not given: 1, 1"],
-                      "workers": ["", "recorded", "recipe", "recipe", "assumed"],
-                      "speculative": ["", "", "mtp", "none", ""],
-                      "ttft_error": [0.1, -0.2, 0.9, 0.7, 0.0], "tpot_error": [0.0, 0.1, 2.0, 0.4, 3.0]})
+    """A disagg row's speculative decoding comes from its recipe, an agg row's from the configuration that ran it."""
+    t = pd.DataFrame({"mode": ["roofline"] * 6, "status": ["ok"] * 6, "backend": ["trtllm"] * 6,
+                      "system": ["gb200"] * 6, "model_path": ["m"] * 6, "band": ["5-32"] * 6,
+                      "serving_mode": ["agg"] + ["disagg"] * 4 + ["agg"],
+                      "assumed": [""] * 4 + ["workers not given: 1, 1", ""],
+                      "workers": ["", "recorded", "recipe", "recipe", "assumed", ""],
+                      "speculative": ["", "", "mtp", "none", "", "mtp"],
+                      "ttft_error": [0.1, -0.2, 0.9, 0.7, 0.0, 0.3], "tpot_error": [0.0, 0.1, 2.0, 0.4, 3.0, -0.5]})
     s = silicon.summarize(t).set_index(["category", "group"])
     assert s.loc[("deployment", "disagg, workers from the recipe"), "points"] == 2
     assert s.loc[("deployment", "disagg, workers from the recipe"), "tpot_median_abs"] == pytest.approx(1.2)
@@ -236,6 +238,7 @@ def test_a_table_with_the_workers_column_groups_the_recipe_rows_and_their_specul
     assert s.loc[("speculative", "mtp (recipe)"), "tpot_bias"] == pytest.approx(2.0)
     assert s.loc[("speculative", "none (recipe)"), "tpot_bias"] == pytest.approx(0.4)
     assert s.loc[("speculative", "not recorded"), "points"] == 3
+    assert s.loc[("speculative", "mtp (configuration)"), "tpot_bias"] == pytest.approx(-0.5)
 
 
 def test_the_recipe_table_names_only_disagg_rows_without_worker_counts_and_says_where_each_came_from(sample):

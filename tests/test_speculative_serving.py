@@ -174,3 +174,59 @@ def test_the_iteration_cost_gives_tensorrt_llm_s_published_mtp_speedup_at_batch_
     spec = engine.roofline(iteration_ops(m, 1, k, 2048.0, prec, lay), hw, prec, layout=lay, tm=tm)
     E = silicon.MTP_TOKENS[k]
     assert E / (float(spec["time"]) / float(plain["time"])) == pytest.approx(speedup, rel=0.06)
+
+
+def test_a_mixed_step_adds_its_decode_rows_speculative_passes_to_the_plain_step(worker):
+    """An aggregated worker mixes prompt chunks into decode steps: the decode rows still verify and draft, so the
+    step is the plain one (the decode rows at their true contexts) plus their decode step x (ratio - 1)."""
+    E = silicon.MTP_TOKENS[3]
+    c = SpecCost(worker, 3, E, 1024, 1025)
+    T, S = np.array([512, 1, 1]), np.array([512, 1024 + 10, 1024 + 40])
+    true = np.array([512, 1024 + math.ceil(10 * E), 1024 + math.ceil(40 * E)])
+    want = worker.cost(T, true) + worker.cost.decode_only(true[1:]) * (c.ratio(2) - 1.0)
+    assert c(T, S) == pytest.approx(want, rel=1e-12) and c(T, S) > worker.cost(T, true)
+    assert c(np.array([512, 300]), np.array([512, 300])) == worker.cost(np.array([512, 300]), np.array([512, 300]))
+
+
+def test_the_agg_rows_speculative_decoding_comes_from_the_configuration_each_with_its_evidence():
+    """2,040 aggregated InferenceX rows: 230 ran MTP (TensorRT-LLM 3 drafts, or 1 with attention DP; SGLang's
+    DeepSeek-R1 2, its Qwen3.5 3), each with the configuration entry and the script line that say so."""
+    import csv
+    import re
+
+    from perfmodel.serving.silicon_plan import AGG_SPECULATIVE
+
+    rows = list(csv.DictReader(open(AGG_SPECULATIVE, encoding="utf-8")))
+    assert len(rows) == 2040 and len({r["id"] for r in rows}) == 2040
+    kinds = {k: [r for r in rows if r["speculative"] == k] for k in ("mtp", "none", "mtp|none", "unmatched")}
+    assert [len(v) for v in kinds.values()] == [230, 1688, 33, 89]
+    for r in kinds["mtp"]:
+        assert re.search(r"InferenceX@[0-9a-f]{9,12}:\.github/configs/nvidia-master\.yaml \[[\w.-]+-mtp\]", r["evidence"])
+        said = re.findall(r"MTP=(\d)|SPECULATIVE_NUM_STEPS=(\d)", r["evidence"])
+        assert said and {int(a or b) for a, b in said} == {int(r["drafts"])}, r["id"]
+        if "trtllm" in r["id"]:  # MTP=3, or MTP=1 when the entry runs attention DP
+            assert r["drafts"] == ("1" if "dp-attn=true" in r["evidence"] else "3"), r["id"]
+        else:
+            assert r["drafts"] == ("2" if "deepseek_r1" in r["id"] else "3"), r["id"]
+    assert all(r["drafts"] == "" for r in kinds["none"] + kinds["unmatched"])
+    assert {r["note"] for r in kinds["none"]} <= {"", "NONE_BY_ABSENCE"}
+
+
+@pytest.mark.parametrize("mode", ["roofline", pytest.param("achievable", marks=needs_aic)])
+def test_an_agg_row_that_ran_mtp_runs_its_drafts_and_one_of_another_model_says_it_is_priced_plain(mode):
+    """DeepSeek-R1 on B200, TensorRT-LLM, 4 clients, MTP with 3 drafts (its configuration): TPOT falls by the tokens a
+    step over the iteration's cost, TTFT stays within the few mixed steps' share. A Qwen3.5 row that ran MTP keeps
+    one token a step (no published acceptance) and says so."""
+    s = silicon.load()
+    i = "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep1_0_1021"
+    p = silicon.plan(s[s["id"] == i])[0]
+    assert (p["speculative"], p["mtp"], p["status"]) == ("mtp", 3, "ok")
+    pr = silicon.Predictor(mode)
+    with_mtp, without = pr(p), silicon.Predictor(mode)({**p, "speculative": "none", "mtp": None})
+    spec = next(v for k, v in pr.insts.items() if k[0] == "mtp").cost
+    assert with_mtp["tpot_s"] < without["tpot_s"]
+    assert with_mtp["tpot_s"] / without["tpot_s"] == pytest.approx(spec.ratio(4) / spec.E, rel=0.15)
+    qwen = [q for q in silicon.plan(s[s["model_path"] == "Qwen/Qwen3.5-397B-A17B"])
+            if q["status"] == "ok" and q.get("speculative") == "mtp"]
+    assert len(qwen) == 42 and all(q["mtp"] == 3 and "no published acceptance" in q["assumed"] for q in qwen)
+    assert not silicon.Predictor.mtp_priced(qwen[0]) and silicon.Predictor.mtp_priced(p)

@@ -63,6 +63,7 @@ from .silicon_report import (  # noqa: F401 (re-exported)
 from .silicon_plan import (  # noqa: F401 (re-exported)
     DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, BLOCK_FP8, weights_format, experts_format,
     budget, worker_budget, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num, agg_parallel,
+    agg_speculative, MTP_PRICED,
 )
 
 MODES = ("roofline", "achievable")
@@ -196,8 +197,13 @@ class Predictor:
 
     def agg(self, p: dict) -> dict:
         inst = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
-        r = self.closed(inst, p["concurrency"], p["isl"], p["osl"], prefill=PREFILL.get(p.get("engine"), "chunked"),
-                        slots=self.no_evict(inst, p["isl"], p["osl"], p["engine"]))
+        isl, osl, slots = p["isl"], p["osl"], self.no_evict(inst, p["isl"], p["osl"], p["engine"])
+        tokens = None
+        if self.mtp_priced(p):  # the configuration that ran it drafted k tokens a step
+            inst = self.speculative(inst, int(p["mtp"]), isl, osl)
+            osl, tokens = inst.cost.steps(), osl
+        r = self.closed(inst, p["concurrency"], isl, osl, prefill=PREFILL.get(p.get("engine"), "chunked"),
+                        slots=slots, tokens=tokens)
         return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
                 "request_rate": r["rate"],
                 "preempted": r["preempted"]}
@@ -217,7 +223,7 @@ class Predictor:
         move = float(tr(np.array([isl]))[0])
         slots = self.no_evict(dec, isl, osl, p["engine"])
         tokens = osl
-        if p.get("speculative") == "mtp" and p.get("mtp") in MTP_TOKENS:  # the decode worker runs the recipe's drafts
+        if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
             dec = self.speculative(dec, int(p["mtp"]), isl, osl)
             osl = dec.cost.steps()
         f_p = f_d = 1.0
@@ -242,6 +248,11 @@ class Predictor:
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
                 "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
                 "decode_clients": c_d * Wd}
+
+    @staticmethod
+    def mtp_priced(p: dict) -> bool:
+        """Whether a point ran MTP with a draft count whose tokens a step are published, on a model they hold for."""
+        return p.get("speculative") == "mtp" and p.get("mtp") in MTP_TOKENS and p.get("model") in MTP_PRICED
 
     def speculative(self, inst: Instance, k: int, isl: int, osl: int):
         """The decode worker `inst` running MTP with k drafts (speculative.SpecCost, MTP_TOKENS emitted a step):

@@ -250,6 +250,12 @@ def plan(df, recipes=None) -> list[dict]:
             tp, dp, fixed = agg_parallel(row)
             if fixed:
                 r["assumed"] = "; ".join(x for x in (r["assumed"], fixed) if x)
+            spec = agg_speculative().get(row["id"])
+            if spec is not None:  # from the configuration that ran it (agg_speculative.csv)
+                r.update(speculative=spec[0], mtp=spec[1])
+                if spec[0] == "mtp" and name not in MTP_PRICED:
+                    r["assumed"] = "; ".join(x for x in (r["assumed"], f"ran MTP with {spec[1]} drafts, priced one "
+                                                         f"token a step: no published acceptance for {name}") if x)
             lay, why = _layout(m, tp, dp)
             if lay is None:
                 r["reason"] = why
@@ -299,6 +305,26 @@ def recipe_workers(path=None) -> dict:
                 "decode_dp_attn": {"true": True, "false": False}.get(r["decode_dp_attn"]),
                 "speculative": r["speculative"], "mtp": _drafts(r)} for r in csv.DictReader(f)}
     return _RECIPES[p]
+
+
+AGG_SPECULATIVE = DATA.parent / "inferencex" / "agg_speculative.csv"
+_AGG_SPECULATIVE: dict = {}
+# the models whose MTP tokens a step are published (silicon.MTP_TOKENS: TensorRT-LLM's DeepSeek-R1 blog; V3 has
+# the same MTP module); another model's MTP runs are priced one token a step and say so in `assumed`
+MTP_PRICED = frozenset({"deepseek-r1", "deepseek-v3"})
+
+
+def agg_speculative(path=None) -> dict:
+    """id -> (speculative, drafts or None) of the aggregated InferenceX rows, from the configuration entry that ran
+    each (perfmodel/measure/data/inferencex/README.md): "mtp", "none", "mtp|none" (both kinds of entry fit) or
+    "unmatched"."""
+    import csv
+
+    p = AGG_SPECULATIVE if path is None else Path(path)
+    if p not in _AGG_SPECULATIVE:
+        with open(p, newline="", encoding="utf-8") as f:
+            _AGG_SPECULATIVE[p] = {r["id"]: (r["speculative"], _int(r["drafts"])) for r in csv.DictReader(f)}
+    return _AGG_SPECULATIVE[p]
 
 
 DRAFTS = DATA.parent / "inferencex" / "mtp_drafts.csv"

@@ -31,7 +31,8 @@ DEPLOYMENT = {"recorded": "disagg, workers recorded", "recipe": "disagg, workers
 def with_deployment(points) -> "pd.DataFrame":
     """The table with its "deployment" column: agg, or disagg with its worker counts as the row records them, as
     the benchmark's recipe set them (silicon_plan.recipe_workers), or assumed (one prefill and one decode worker,
-    said in `assumed`); and its "speculative_group": the recipe's speculative decoding, or "not recorded". A table
+    said in `assumed`); and its "speculative_group": the speculative decoding its recipe (disagg) or configuration
+    (agg, agg_speculative.csv) ran, or "not recorded". A table
     written before the `workers` column tells recorded from assumed by `assumed`."""
     t = points.copy()
     if "workers" in t.columns:
@@ -41,7 +42,8 @@ def with_deployment(points) -> "pd.DataFrame":
         w = np.where(assumed, DEPLOYMENT["assumed"], DEPLOYMENT["recorded"])
     t["deployment"] = np.where(t["serving_mode"] == "agg", "agg", w)
     spec = t["speculative"].fillna("").astype(str) if "speculative" in t.columns else ""
-    t["speculative_group"] = np.where(spec == "", "not recorded", spec + " (recipe)")
+    where = np.where(t["serving_mode"] == "agg", " (configuration)", " (recipe)")
+    t["speculative_group"] = np.where(spec == "", "not recorded", spec + where)
     return t
 
 

@@ -120,8 +120,16 @@ class SpecCost:
         return self.base.decode_only(self._true(S)) * self.ratio(int(np.size(S)))
 
     def __call__(self, T: np.ndarray, S: np.ndarray) -> float:
+        """A step of rows of T tokens at contexts S. Decode rows alone: the speculative iteration. With prompt
+        chunks (an aggregated worker mixes them in): the plain step, plus the decode rows' verification and draft
+        passes, priced as those rows' decode step times its speculative ratio less one."""
         T = np.asarray(T, dtype=np.int64)
-        if np.all(T == 1):
+        dec = T == 1
+        if np.all(dec):
             return self.decode_only(S)
         self.calls += 1
-        return self.base(T, S)  # a prompt on this worker (not in a prefilled decode worker's loop)
+        S = self._true(S)
+        t = self.base(T, S)
+        if np.any(dec):
+            t += self.base.decode_only(S[dec]) * (self.ratio(int(np.count_nonzero(dec))) - 1.0)
+        return t
