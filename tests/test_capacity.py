@@ -310,6 +310,24 @@ def test_the_api_wrapper_takes_the_parameters_of_the_search():
     assert list(a) == list(b) and [p.default for p in a.values()] == [p.default for p in b.values()]
 
 
+@pytest.mark.parametrize("seeds", [1, 3])
+def test_a_search_is_estimated_at_4_simulations_for_its_first_seed_and_3_for_each_other(seeds):
+    """The work bound's estimate of one colocated search: the first seed's bracketing and bisection take about 4
+    runs of the trace, each other seed, started from the first's answer, about 3; each run generates the outputs of
+    its measured window (1 - WARM of the trace). The colocated searches of a capacity call add up."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+    from perfmodel.serving.slo import Workload
+
+    wl = Workload("uniform:32,128", "uniform:16,48", "1s", "50ms", 99, seeds, 0, None, 0.05)
+    assert cap.search_tokens(wl, 600) == pytest.approx((4 + 3 * (seeds - 1)) * 600 * wl.mean_output * (1 - cap.WARM))
+    kw = {"model": "llama-3.2-1b", "hardware": "l4,h100-sxm", "tp": 1, "prompt_len": "uniform:32,128",
+          "output_len": "uniform:16,48", "seeds": seeds}
+    one = cap.run(**fleet._kwargs({**kw, "hardware": "l4"}), workers=1, estimate_only=True)
+    both = cap.run(**fleet._kwargs(kw), workers=1, estimate_only=True)
+    assert one > 0 and both > one
+
+
 def test_layouts_whose_steps_are_priced_row_by_row_count_five_token_equivalents_per_token(capsys):
     """Expert parallelism and MLA's prefill send FastCost's mixed steps through StepCost, about 5x slower a token
     (slo.TOKENS_PER_S_ROWWISE, measured): their estimate counts that, so a search that would run for a minute is
