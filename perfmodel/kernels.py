@@ -196,7 +196,7 @@ class KernelSet:
     allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
     alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
     versions: dict = field(default_factory=dict)  # kind -> the version directory read
-    rejected: list = field(default_factory=list)  # tables read and not used, and why (work_growth)
+    rejected: list = field(default_factory=list)  # tables read and not used, and why (block_ratio)
     # the nearest measured shape per query (moe_ratio, alltoall_time): a scan of every key, ~9 ms a call on the
     # MoE tables, asked again for every step the serving simulator prices; the tables never change after load
     _near: dict = field(default_factory=dict, repr=False, compare=False)
