@@ -113,6 +113,19 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _stop(ex) -> None:
+    """End a process pool now: terminate its workers, cancel what waits, and let its manager thread finish (at most
+    5 s). Python 3.11's exit hook wakes every pool's manager thread through a pipe that thread closes as it ends,
+    without a lock: after a Ctrl-C the two raced and printed an OSError traceback (EBADF) after the one-line
+    message, about one run in three."""
+    manager = getattr(ex, "_executor_manager_thread", None)
+    for p in list((getattr(ex, "_processes", None) or {}).values()):
+        p.terminate()
+    ex.shutdown(wait=False, cancel_futures=True)
+    if manager is not None:
+        manager.join(timeout=5)
+
+
 def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -126,16 +139,12 @@ def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
             bar.advance(index[f], f.result())  # the first failure ends the run
         out = [f.result() for f in futs]
     except cf.process.BrokenProcessPool:  # a worker killed from outside (the kernel's out-of-memory killer, kill -9)
-        for p in list(getattr(ex, "_processes", {}).values()):
-            p.terminate()
-        ex.shutdown(wait=False, cancel_futures=True)
+        _stop(ex)
         raise SpecError("--workers", None, f"a worker process ended abruptly ({sum(f.done() for f in futs)} of "
                                            f"{len(futs)} tasks had ended): killed from outside, most often by the "
                                            "system for want of memory; run fewer workers or less work") from None
     except BaseException:  # Ctrl-C or a failed task: nothing keeps running behind the message
-        for p in list(getattr(ex, "_processes", {}).values()):
-            p.terminate()
-        ex.shutdown(wait=False, cancel_futures=True)
+        _stop(ex)
         raise
     ex.shutdown()
     return out
@@ -182,9 +191,7 @@ def imap(fn, tasks, workers=None, cluster=None, window: int | None = None):
         submit = lambda t: ex.submit(fn, t)  # noqa: E731
 
         def close():
-            for p in list(getattr(ex, "_processes", {}).values()):
-                p.terminate()
-            ex.shutdown(wait=False, cancel_futures=True)
+            _stop(ex)
     try:
         for t in tasks:
             pending.append(submit(t))

@@ -185,3 +185,45 @@ def test_a_worker_killed_from_outside_is_one_line_not_a_broken_pool_traceback():
 
     with pytest.raises(SpecError, match="a worker process ended abruptly"):
         workers.run(_die, [0, 1, 2, 3], 2, None, "test", False)
+
+
+def _sleep(t):
+    time.sleep(t)
+    return t
+
+
+def test_a_stopped_pool_s_manager_thread_has_ended_before_the_command_exits():
+    """After a Ctrl-C the command stops its pool (workers._stop) and returns: Python 3.11's exit hook then wakes the
+    pool's manager thread through a pipe that thread closes as it ends, unlocked, and the race printed an EBADF
+    traceback after the one-line message about one run in three. _stop lets that thread end first."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    ex = cf.ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("fork"), initializer=workers._worker_signals)
+    futs = [ex.submit(_sleep, 30) for _ in range(4)]
+    while not any(f.running() for f in futs):
+        time.sleep(0.01)
+    manager, procs = ex._executor_manager_thread, list(ex._processes.values())
+    t0 = time.monotonic()
+    workers._stop(ex)
+    assert not manager.is_alive() and time.monotonic() - t0 < 10  # nowhere near the tasks' 30 s
+    for p in procs:
+        p.join(5)
+        assert not p.is_alive()
+    assert all(f.done() for f in futs)
+
+
+def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130_every_time(tmp_path):
+    """The command's side: five interrupted two-worker runs, each one line on stderr and exit 130."""
+    import signal
+
+    for _ in range(5):
+        p = subprocess.Popen([sys.executable, "-m", "perfmodel", "validate", "--serving", "--max-points", "20000",
+                              "--workers", "2", "-o", str(tmp_path / "p.csv")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(4)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        assert err.strip().splitlines()[-1].startswith("perfmodel: interrupted by SIGINT") and "Traceback" not in err, err
+        assert not (tmp_path / "p.csv").exists()
