@@ -12,7 +12,7 @@ import pytest
 import perfmodel as pm
 from perfmodel import load_hardware, load_model
 from perfmodel.cli import main
-from perfmodel.errors import DataWarning
+from perfmodel.errors import DataWarning, SpecError
 from perfmodel.ops import Layout, Precision
 from perfmodel.serving import StepCost, capacity as cap, disagg, fastsim, kv_sizes, make_traffic, simulate
 
@@ -185,6 +185,8 @@ def test_r_replicas_multiply_every_rate_and_leave_every_per_replica_figure_as_it
     for c in ("goodput_per_device", "cost_per_million_tokens", "binding_value_s", "ttft_s", "tpot_s"):
         assert two[c][0] == pytest.approx(one[c][0], rel=1e-12) and one[c][0] > 0, c
     assert two.binding[0] == one.binding[0] == "ttft"
+    assert one.binding_value_s[0] > 0.25  # the TTFT that broke its SLO at the failing rate
+    assert 1.0 <= one.output_tok_s[0] / one.goodput_rps[0] <= 64  # tokens a request: within the output lengths
 
 
 def test_a_trace_shorter_than_the_queue_it_builds_is_said_and_the_advised_length_is_enough():
@@ -206,6 +208,41 @@ def test_a_trace_shorter_than_the_queue_it_builds_is_said_and_the_advised_length
         warnings.simplefilter("always")
         enough = pm.capacity(**SMALL, seeds=1, requests=int(m[3]))
     assert enough.note[0] == "" and not [x for x in w if issubclass(x.category, LoadWarning)]
+
+
+def test_the_rows_kept_for_plots_are_the_rows_the_task_path_gives(small):
+    """capacity(keep=True) (plots) searches each layout in this process; capacity() hands the seeds out as tasks,
+    the first seed first and the others from its answer: the same rows either way, three seeds included."""
+    t, _ = small
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = pm.capacity(**SMALL, requests=1200, seeds=3, token_budget=2048)
+    for col in ("goodput_rps", "goodput_lo_rps", "goodput_hi_rps", "ttft_s", "tpot_s", "fail_rps", "binding_value_s"):
+        assert c[col][0] == pytest.approx(t[col][0], rel=1e-12), col
+    assert c.binding[0] == t["binding"][0] and c.goodput_lo_rps[0] < c.goodput_hi_rps[0]
+
+
+def test_without_a_layout_one_device_is_searched_and_gpus_n_searches_every_layout_without_pipeline_stages():
+    kw = {k: v for k, v in SMALL.items() if k != "tp"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = pm.capacity(**kw, seeds=1, requests=300)
+        four = pm.capacity(**kw, gpus=4, seeds=1, requests=300)
+    assert (one.tp[0], one.devices[0]) == (1, 1) and one.attrs["summary"]["pipeline_layouts_left_out"] == 0
+    from perfmodel.parallel import layouts
+
+    lays = layouts(load_model(SMALL["model"]), 4)
+    assert len(four) == sum(l.pp == 1 for l in lays) and set(four.devices) == {4}
+    assert four.attrs["summary"]["pipeline_layouts_left_out"] == sum(l.pp > 1 for l in lays) > 0
+
+
+def test_a_capacity_search_enumerates_up_to_4096_devices_and_refuses_more_naming_gpus():
+    with pytest.raises(SpecError) as e:
+        pm.capacity("llama-3.2-1b", "l4", gpus=4097, seeds=1)
+    assert "4,097 is over the 4,096 devices" in e.value.problem
+    with pytest.raises(SpecError) as e:  # 4,096 is enumerated: L4 nodes need a network for tp 16 groups
+        pm.capacity("llama-3.2-1b", "l4", gpus=4096, seeds=1)
+    assert "over the 4,096" not in e.value.problem and "network_bandwidth" in str(e.value)
 
 
 def test_a_looser_slo_never_lowers_the_goodput():
