@@ -236,6 +236,14 @@ def test_without_a_layout_one_device_is_searched_and_gpus_n_searches_every_layou
     assert four.attrs["summary"]["pipeline_layouts_left_out"] == sum(l.pp > 1 for l in lays) > 0
 
 
+def test_one_given_layout_disaggregated_splits_its_own_devices_into_the_pools():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = pm.capacity(**{**SMALL, "tp": 2}, disaggregate=True, seeds=1, requests=300)
+    dis = c[c.serving == "disaggregated"]
+    assert len(dis) == 1 and dis.devices.iloc[0] == 2 and (dis.prefill_tp.iloc[0], dis.decode_tp.iloc[0]) == (1, 1)
+
+
 def test_a_capacity_search_enumerates_up_to_4096_devices_and_refuses_more_naming_gpus():
     with pytest.raises(SpecError) as e:
         pm.capacity("llama-3.2-1b", "l4", gpus=4097, seeds=1)
