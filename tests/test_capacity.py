@@ -501,3 +501,30 @@ def test_a_model_with_linear_attention_only_gets_a_goodput_not_an_error():
         c = pm.capacity("llama-2-13b-linear", "h100-sxm", tp=1, prompt_len="1000", output_len="200", seeds=1,
                         requests=300)
     assert c.goodput_rps[0] > 1 and c.binding[0] in ("ttft", "tpot", "memory")
+
+
+def test_a_search_s_time_reads_in_seconds_below_two_minutes_and_in_minutes_from_there():
+    """The work bound's message prices the estimate at TOKENS_PER_S simulated tokens a second on one core:
+    119 s reads "119 s", 120 s reads "2 min", 121 s too."""
+    from perfmodel.serving import capacity as cap
+
+    r = cap.TOKENS_PER_S
+    assert cap.seconds(60 * r) == "60 s" and cap.seconds(119 * r) == "119 s"
+    assert cap.seconds(120 * r) == "2 min" and cap.seconds(121 * r) == "2 min" and cap.seconds(600 * r) == "10 min"
+
+
+@pytest.mark.parametrize("budget, ok", [("none", True), ("None", True), (None, True), (1, True), (0, False)])
+def test_the_token_budget_is_none_in_any_case_or_a_whole_number_of_at_least_one(budget, ok):
+    """--token-budget none (as typed, any case) means no budget, as None does; 1 token is the smallest budget and
+    0 is refused, naming the option."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+
+    kw = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4", "tp": 1, "prompt_len": "uniform:32,128",
+                        "output_len": "uniform:16,48", "seeds": 1})
+    kw["token_budget"] = budget  # as pm.capacity(token_budget=...) passes it, not normalized by a fleet file
+    if ok:  # accepted: an estimate (a budget of 1 admits no prompt of these, so nothing is simulated: 0)
+        assert cap.run(**kw, workers=1, estimate_only=True) >= 0
+    else:
+        with pytest.raises(SpecError, match="--token-budget"):
+            cap.run(**kw, workers=1, estimate_only=True)

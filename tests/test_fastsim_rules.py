@@ -188,3 +188,72 @@ def test_fastsim_s_prefill_policies_under_a_budget():
     assert 0 < r["first"][1] < r["done"][0] / 2
     r = fastsim.run([0.0, 0.001], [8, 16], [50, 5], SIZES, fastsim.ExactCost(COST), None, 16)
     assert 0 < r["first"][1] < r["done"][1] < r["done"][0]
+
+
+def _second(T, S):
+    """One second an iteration, whatever it runs (no decode_steps: every iteration is simulated on its own)."""
+    return 1.0
+
+
+def test_batch_waiting_holds_a_prompt_for_the_timeout_while_decodes_run_then_runs_it():
+    """TensorRT-LLM's batch waiting (batch_wait_timeout_iters 5, no token threshold): B arrives at t = 1 while A
+    decodes, waits the 5 iterations t = 1 ... 5 (A's decodes alone) and is prefilled in the 6th: its first token at
+    t = 7, not 2. A third request at t = 10 waits 5 iterations again (the count starts over once prompts ran)."""
+    args = ([0.0, 1.0, 10.0], [100, 100, 100], [20, 2, 2], SIZES, _second, None, 2048, "chunked", 16)
+    plain = fastsim.run(*args)
+    held = fastsim.run(*args, wait=(5, float("inf")))
+    assert list(plain["first"]) == [1.0, 2.0, 11.0]
+    assert list(held["first"]) == [1.0, 7.0, 16.0]
+    # A decodes through t = 20 either way: the prompts only move to later iterations of A's, each 5 later
+    assert held["steps"] == plain["steps"] == 20 and list(held["done"] - plain["done"]) == [0.0, 5.0, 5.0]
+
+
+def test_batch_waiting_stops_at_the_token_threshold_prompts_whole_plus_one_per_decode():
+    """B's 100 prompt tokens + A's 1 decode token = 101: a threshold of 101 is reached (B runs at once), one of 102
+    is not (B waits the 5 iterations)."""
+    args = ([0.0, 1.0], [100, 100], [20, 2], SIZES, _second, None, 2048, "chunked", 16)
+    assert fastsim.run(*args, wait=(5, 101.0))["first"][1] == 2.0
+    assert fastsim.run(*args, wait=(5, 102.0))["first"][1] == 7.0
+
+
+def test_batch_waiting_never_holds_prompts_when_no_request_decodes():
+    """Two prompts on an idle engine run at once (TensorRT-LLM waits only when generation requests are scheduled)."""
+    r = fastsim.run([0.0, 0.0], [100, 100], [5, 5], SIZES, _second, None, 2048, "chunked", 16,
+                    wait=(5, float("inf")))
+    assert list(r["first"]) == [1.0, 1.0]
+
+
+def test_attention_dp_balancing_holds_a_prompt_until_every_rank_has_one_or_the_timeout():
+    """Two ranks, timeout 4: A and B (long outputs) decode on both ranks from t = 1. C alone arrives at t = 2 and
+    waits for a prompt for the other rank: none comes, so it runs at the 4th iteration that held it (t = 5 ... 6).
+    D and E arriving together at t = 8 fill both ranks and run at once."""
+    args = ([0.0, 0.0, 2.0, 8.0, 8.0], [100] * 5, [30, 30, 2, 2, 2], SIZES, _second, None, 4096, "chunked", 16)
+    plain = fastsim.run(*args)
+    r = fastsim.run(*args, balance=(2, 4))
+    assert list(plain["first"]) == [1.0, 1.0, 3.0, 9.0, 9.0]
+    assert list(r["first"]) == [1.0, 1.0, 6.0, 9.0, 9.0]
+
+
+def test_attention_dp_balancing_never_holds_prompts_while_a_rank_has_nothing_to_decode():
+    """Two ranks but one decoding request: C arriving at t = 2 runs at once (TensorRT-LLM stops waiting when not
+    every rank has a generation request)."""
+    r = fastsim.run([0.0, 2.0], [100, 100], [30, 2], SIZES, _second, None, 4096, "chunked", 16, balance=(2, 4))
+    assert r["first"][1] == 3.0
+
+
+def test_attention_dp_balancing_batches_prompts_that_fill_every_rank_for_its_batching_iterations():
+    """Two ranks, batching_wait_iters 3: D and E arriving together at t = 8 fill both ranks while A and B decode on
+    both; they still wait 3 iterations to batch more (t = 8, 9, 10) and run at t = 11 ... 12."""
+    args = ([0.0, 0.0, 8.0, 8.0], [100] * 4, [30, 30, 2, 2], SIZES, _second, None, 4096, "chunked", 16)
+    assert list(fastsim.run(*args, balance=(2, 50, 3))["first"]) == [1.0, 1.0, 12.0, 12.0]
+    assert list(fastsim.run(*args, balance=(2, 50))["first"]) == [1.0, 1.0, 9.0, 9.0]
+
+
+def test_without_chunked_prefill_a_prompt_runs_whole_when_it_fits_and_the_ones_behind_it_wait():
+    """TensorRT-LLM without chunked prefill (its default): a budget of 300 tokens, A decoding. B's 500-token prompt
+    never fits beside A's decode, so it waits until A is done (t = 10) and then runs whole, alone; C's 10 tokens
+    queue behind B (first come, first served: the batch stops at the first prompt that does not fit). Chunked,
+    B runs in chunks of 299 and 201 beside A and C fits the second iteration."""
+    args = ([0.0, 1.0, 1.0], [50, 500, 10], [10, 2, 2], SIZES, _second, None, 300)
+    assert list(fastsim.run(*args, "whole", 16)["first"]) == [1.0, 11.0, 12.0]
+    assert list(fastsim.run(*args, "chunked", 16)["first"]) == [1.0, 3.0, 3.0]

@@ -461,7 +461,7 @@ def test_sglang_runs_its_prompts_in_prefill_batches_of_their_own_and_the_others_
     """SGLang's default scheduler runs a waiting prefill batch before the decode batch and never mixes the two
     (enable_mixed_chunk off): the agg loop runs separate prefill iterations for SGLang, chunked ones (prompt
     tokens in the decode steps) for vLLM V1 and TensorRT-LLM."""
-    assert silicon.PREFILL == {"sglang": "separate"}
+    assert silicon.PREFILL == {"sglang": "separate", "trtllm": "whole"}
     p = [q for q in silicon.plan(_small(sample, "agg", 1)) if q["status"] == "ok"][0]
     out = {}
     for engine in ("sglang", "vllm"):

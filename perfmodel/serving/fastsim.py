@@ -12,7 +12,9 @@ prompt and the paged KV manager (kvmemory.Paged), with either prefill mode:
   request gets the block its next token needs, oldest first, and a shortage preempts the newest (its
   cache dropped, recomputed on readmission); waiting requests join while a slot is free and the blocks
   of their held tokens fit; the batch is every decode plus prompt chunks up to the token budget
-  (chunked) or prefill-only iterations of whole prompts up to the budget (separate);
+  (chunked), every decode plus the whole prompts that fit the budget, first come first served up to the first
+  that does not (whole: TensorRT-LLM without chunked prefill, PyMicroBatchScheduler), or prefill-only iterations
+  of whole prompts up to the budget (separate);
 - optionally, requests that arrive with their prompt's KV cache already computed and their first token
   produced elsewhere (`prefilled=True`): the decode pool of a disaggregated server.
 With `exact_cost` (StepCost itself) it gives the per-request times of scheduler.simulate bit for bit
@@ -40,7 +42,8 @@ def fits_alone(sizes: KVSizes, block: int, prompt, out) -> np.ndarray:
 
 def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, prefill: str = "chunked",
         block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16,
-        concurrency: int | None = None, leap: bool = True, log: list | None = None, progress=None) -> dict:
+        concurrency: int | None = None, leap: bool = True, log: list | None = None, progress=None,
+        wait: tuple | None = None, balance: tuple | None = None) -> dict:
     """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
@@ -62,7 +65,19 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
 
     log: a list that receives scheduler.TIMELINE's tuple for every iteration, as scheduler._Sim records it (its
     KV columns: Paged.snapshot without a shared prefix); decode runs are then simulated one iteration at a time.
-    progress(requests done): called every 256 iterations (a progress bar)."""
+    progress(requests done): called every 256 iterations (a progress bar).
+
+    wait=(iters, tokens): TensorRT-LLM's batch waiting (batch_wait_timeout_iters, batch_wait_max_tokens_ratio x
+    max_num_tokens), chunked prefill only: in an iteration that would run both decodes and prompt chunks, the prompts
+    are held back (a decode-only iteration) while fewer than `iters` iterations have held them since they last ran
+    and their whole prompts' tokens plus the decodes' are below `tokens` (RequestScheduler._apply_batch_waiting,
+    tensorrt_llm/_torch/pyexecutor/scheduler; not under attention DP, which balances its ranks instead). The
+    scheduler._Sim twin has no such option.
+    balance=(ranks, iters[, batching]): TensorRT-LLM's attention-DP balancing (attention_dp_config enable_balance,
+    timeout_iters, batching_wait_iters), chunked prefill only: prompts are held back while fewer prompts than `ranks`
+    are ready (one on every rank, the router spreading them evenly), every rank has a decode (at least `ranks` of
+    them) and fewer than `iters` iterations have held them; once every rank has one, they wait `batching` more
+    iterations while every rank decodes (RequestScheduler._balance_adp_context_requests)."""
     arrival = np.array(arrival, dtype=np.float64)  # a copy: a closed loop writes the send times into it
     n = arrival.size
     issued = n
@@ -97,6 +112,11 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     mem_stalls = slot_stalls = preemptions = 0
     busy = 0.0
     ones: dict = {}
+    held_iters = 0  # TensorRT-LLM's _batch_wait_iters_count (_adp_ctx_waiting_iters_count under balance)
+    w_iters, w_tokens = (0, 0.0) if wait is None else (int(wait[0]), float(wait[1]))
+    b_ranks, b_iters, b_batch = (0, 0, 0) if balance is None else (int(balance[0]), int(balance[1]),
+                                                                   int(balance[2]) if len(balance) > 2 else 0)
+    batch_iters = 0  # TensorRT-LLM's _adp_ctx_batching_wait_iters_count
 
     def free():
         return cap - blocks * bb - nseq * ps
@@ -254,8 +274,35 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                 if left > 0:
                     pi = np.flatnonzero(many)
                     x = todo[pi]
-                    c = np.clip(left - (np.cumsum(x) - x), 0, x).astype(np.int64)
-                    keep = c > 0
+                    if prefill == "whole":  # no chunking: whole prompts, FIFO, until one does not fit
+                        keep = np.logical_and.accumulate(np.cumsum(x) <= left)
+                        if not keep.any() and not dpos.size:
+                            keep[0] = True  # one prompt over the budget on an idle engine runs whole
+                        c = np.where(keep, x, 0)
+                    else:
+                        c = np.clip(left - (np.cumsum(x) - x), 0, x).astype(np.int64)
+                        keep = c > 0
+                    if wait is not None and dpos.size and keep.any():  # ctx and gen requests both scheduled
+                        if held_iters < w_iters and int(rK[pi[keep]].sum()) + dpos.size < w_tokens:
+                            held_iters += 1
+                            keep[:] = False  # the prompts wait: a decode-only iteration
+                        else:
+                            held_iters = 0
+                    elif balance is not None and keep.any():
+                        if int(np.count_nonzero(keep)) >= b_ranks:  # a prompt on every rank: they run, or batch
+                            held_iters = 0
+                            if dpos.size >= b_ranks:  # every rank decodes too: wait up to b_batch iterations
+                                if batch_iters < b_batch:
+                                    batch_iters += 1
+                                    keep[:] = False
+                                else:
+                                    batch_iters = 0
+                        else:
+                            held_iters += 1
+                            if held_iters >= b_iters or dpos.size < b_ranks:  # the timeout, or a rank idle
+                                held_iters = 0
+                            else:
+                                keep[:] = False
                     pos = np.concatenate([dpos, pi[keep]])
                     T = np.concatenate([np.ones(dpos.size, dtype=np.int64), c[keep]])
                 else:

@@ -8,9 +8,12 @@ bench_run.sh.j2), one layout of one worker (agg) or a prefill pool and a decode 
 TTFT and TPOT in ms. docs/validation.md ("Serving") gives the method and today's errors.
 
 A point is predicted by the serving simulator on the op list's step cost, with the workload as measured:
-- agg: one worker, closed loop of N clients (fastsim.run(concurrency=N)), chunked prefill with the engine's
-  default token budget (worker_budget) in vLLM and TensorRT-LLM, prefill batches of their own in SGLang
-  (PREFILL), the KV cache as large as memory allows. AIPerf's profiling phase (20 N
+- agg: one worker, closed loop of N clients (fastsim.run(concurrency=N)), chunked prefill in vLLM, whole prompts
+  in the decode steps in TensorRT-LLM, prefill batches of their own in SGLang (PREFILL), with the engine's default
+  token budget (worker_budget), the KV cache as large as memory allows. An InferenceX row runs as its launch and
+  benchmark scripts ran it (silicon_plan.agg_config): the rounds it measured (10 N, not AIPerf's 20 N), lengths
+  drawn from 0.8 L to L (spread_lengths), the scripts' token budget and cap on running requests, and TensorRT-LLM's
+  batch waiting and attention-DP balancing where they turned them on. AIPerf's profiling phase (20 N
   requests) starts on an empty server once every warm-up response is back: the loop is simulated from empty,
   its first 2 N requests stand for the phase's first two rounds (the burst of N prompts sent at once), the
   `rounds` x N after them for its middle rounds, and the last N for its last round (profile_mean). TTFT =
@@ -91,6 +94,14 @@ def profile_mean(x, n: int, warmup: int, rounds: int, profile: int = PROFILE_ROU
     return float((np.sum(head) + middle * n * np.mean(mid) + np.sum(tail)) / (profile * n))
 
 
+def spread_lengths(L: int, ratio: float, n: int, seed: int) -> np.ndarray:
+    """n lengths evenly spaced over the integers int(L x ratio) ... L (the range benchmark_serving.py draws each
+    random request's length from, uniformly), in an order shuffled with `seed`: their mean is the range's."""
+    lo = int(L * ratio)
+    x = lo + np.floor((L - lo + 1) * (np.arange(n) + 0.5) / n).astype(np.int64)
+    return np.random.default_rng(seed).permutation(x)
+
+
 # instances a Predictor keeps (the points are batched by model, device, precision and layout, so a group's
 # instances are reused together; all of them kept grew a validation worker by ~0.4 GB a minute, to the OOM killer)
 MAX_INSTANCES = 8  # mutation: equivalent - a memory bound, a dropped instance is rebuilt the same
@@ -156,14 +167,23 @@ class Predictor:
         return max(1, int(inst.sizes.capacity // per))
 
     def closed(self, inst: Instance, n: int, isl: int, osl: int, prefilled=False, prefill="chunked", slots=None,
-               warmup=None, rounds=None, tokens=None) -> dict:
+               warmup=None, rounds=None, tokens=None, wait=None, balance=None, profile: int = PROFILE_ROUNDS,
+               spread: float | None = None) -> dict:
         """One worker's closed loop of n clients: mean TTFT, mean stage time and TPOT, request rate, in flight.
         tokens: the output tokens a request streams where the simulation runs fewer iterations (osl) than that
-        (speculative decoding emits several a step); TPOT is over tokens - 1."""
+        (speculative decoding emits several a step); TPOT is over tokens - 1. wait, balance: the engine's batch
+        waiting and attention-DP balancing (fastsim.run's). profile: the rounds of n requests the benchmark measures
+        (profile_mean). spread: the benchmark draws each prompt and output length uniformly from int(L x spread) to
+        L (benchmark_serving.py sample_random_requests, --random-range-ratio): they are those lengths, evenly spaced
+        over the range and shuffled with a fixed seed, so that a prediction has the range's mean and spread without
+        the noise of one draw; TPOT is each request's over its own output, averaged."""
         warmup = self.warmup if warmup is None else warmup
         rounds = self.rounds if rounds is None else rounds
         tokens = osl if tokens is None else tokens
-        key = (inst.serial, n, isl, osl, prefilled, prefill, slots, warmup, rounds, tokens)
+        if spread is not None and tokens != osl:
+            raise ValueError("spread lengths with speculative steps are not simulated")
+        key = (inst.serial, n, isl, osl, prefilled, prefill, slots, warmup, rounds, tokens, wait, balance, profile,
+               spread)
         r = self.results.get(key)
         if r is not None:
             return r
@@ -171,11 +191,13 @@ class Predictor:
         # round that keeps every client busy while the window's requests finish and then drains (profile_mean)
         warm, total = warmup * n, (warmup + rounds + 1) * n
         P, O = np.full(total, isl, dtype=np.int64), np.full(total, osl, dtype=np.int64)
+        if spread is not None:
+            P, O = spread_lengths(isl, spread, total, 1), spread_lengths(osl, spread, total, 2)
         if not fastsim.fits_alone(inst.sizes, inst.block, P[:1], O[:1]):
             raise SpecError("silicon", None, f"does not fit: one request's KV cache ({isl} + {osl} tokens) is more "
                                              f"than the {inst.sizes.capacity:.4g} B left after the weights")
         s = fastsim.run(np.zeros(total), P, O, inst.sizes, inst.cost, slots, inst.budget, prefill, inst.block,
-                        prefilled=prefilled, concurrency=n)
+                        prefilled=prefilled, concurrency=n, wait=wait, balance=balance)
         w = slice(warm, warm + rounds * n)
         sent, first, last, done = s["arrival"][w], s["first"][w], s["last"][w], s["done"][w]
         t_a, t_b = float(sent.min()), float(done.max())
@@ -186,10 +208,10 @@ class Predictor:
         # (Dynamo streams every token from the decode worker), so its wait for a place there is TTFT's ("ttft":
         # arrival at the decode worker to that iteration's end), and TPOT runs from that token to the last
         x = {"ttft": s["first"] - s["arrival"], "stage": s["done"] - s["arrival"],
-             "tpot": (s["last"] - s["first"]) / max(tokens - 1, 1)}
+             "tpot": (s["last"] - s["first"]) / (np.maximum(O - 1, 1) if spread is not None else max(tokens - 1, 1))}
         r = self.results[key] = {
             **{k: float(np.mean(v[w])) for k, v in x.items()},  # the steady window
-            **{f"{k}_profile": profile_mean(v, n, warmup, rounds) for k, v in x.items()},  # AIPerf's 20 N
+            **{f"{k}_profile": profile_mean(v, n, warmup, rounds, profile) for k, v in x.items()},  # AIPerf's 20 N
             "rate": float(np.sum(held)) / span / float(np.mean(done - sent)),  # Little: L / mean time in the system
             "in_flight": float(np.sum(held)) / span,
             "preempted": int(s["preempted"]), "peak_running": int(s["peak_running"])}
@@ -202,8 +224,17 @@ class Predictor:
         if self.mtp_priced(p):  # the configuration that ran it drafted k tokens a step
             inst = self.speculative(inst, int(p["mtp"]), isl, osl)
             osl, tokens = inst.cost.steps(), osl
+        if p.get("max_batch"):  # the configuration's cap on running requests (per attention-DP rank but SGLang's)
+            cap = p["max_batch"] * (1 if p.get("engine") == "sglang" else p["layout"].ep)
+            slots = cap if slots is None else min(slots, cap)
+        # TensorRT-LLM's batch waiting (iterations, token ratio of max_num_tokens) without attention DP, its
+        # attention-DP balancing (timeout and batching iterations) with it (fastsim.run's wait and balance)
+        wait, dp = p.get("batch_wait"), p["layout"].ep
+        wait = None if not wait or dp > 1 else (wait[0], wait[1] * inst.budget)
+        balance = (dp, *p["adp_balance"]) if p.get("adp_balance") and dp > 1 else None
         r = self.closed(inst, p["concurrency"], isl, osl, prefill=PREFILL.get(p.get("engine"), "chunked"),
-                        slots=slots, tokens=tokens)
+                        slots=slots, tokens=tokens, wait=wait, balance=balance,
+                        profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"))
         return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
                 "request_rate": r["rate"],
                 "preempted": r["preempted"]}

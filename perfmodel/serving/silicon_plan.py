@@ -250,9 +250,17 @@ def plan(df, recipes=None) -> list[dict]:
             tp, dp, fixed = agg_parallel(row)
             if fixed:
                 r["assumed"] = "; ".join(x for x in (r["assumed"], fixed) if x)
+            bench, why = benchmark_settings(agg_config().get(row["id"]), row["backend"], n)
+            r.update(bench)
+            if why:
+                r["assumed"] = "; ".join(x for x in (r["assumed"], why) if x)
             spec = agg_speculative().get(row["id"])
             if spec is not None:  # from the configuration that ran it (agg_speculative.csv)
                 r.update(speculative=spec[0], mtp=spec[1])
+                if spec[0] == "mtp" and name in MTP_PRICED and "spread" in r:
+                    r["assumed"] = "; ".join(x for x in (r["assumed"], f"lengths fixed at ISL and OSL (the benchmark drew "
+                                                         f"them from {r['spread']:g} x each): speculative steps are "
+                                                         "simulated at one length") if x)
                 if spec[0] == "mtp" and name not in MTP_PRICED:
                     r["assumed"] = "; ".join(x for x in (r["assumed"], f"ran MTP with {spec[1]} drafts, priced one "
                                                          f"token a step: no published acceptance for {name}") if x)
@@ -327,6 +335,65 @@ def agg_speculative(path=None) -> dict:
     return _AGG_SPECULATIVE[p]
 
 
+AGG_CONFIG = DATA.parent / "inferencex" / "agg_config.csv"
+_AGG_CONFIG: dict = {}
+# each engine's names for its token budget and its cap on running requests (per attention-DP rank in TensorRT-LLM
+# and vLLM, per worker in SGLang: worker_budget)
+ENGINE_LIMITS = {"trtllm": ("max_num_tokens", "max_batch_size"), "vllm": ("max_num_batched_tokens", "max_num_seqs"),
+                 "sglang": ("chunked_prefill_size", "max_running_requests")}
+# TensorRT-LLM's AttentionDpConfig defaults where a script turns balancing on without them (llmapi/llm_args.py)
+ADP_TIMEOUT_ITERS, ADP_BATCHING_WAIT_ITERS = 50, 10
+
+
+def agg_config(path=None) -> dict:
+    """id -> the benchmark's and the engine's settings of the aggregated InferenceX rows, from the launch and benchmark
+    scripts each row's run executed (perfmodel/measure/data/inferencex/README.md): the requests measured
+    (num_prompts) and their length range, the engine's token budget, its cap on running requests, and TensorRT-LLM's
+    batch waiting and attention-DP balancing. A value the scripts did not set is absent (the engine's default)."""
+    import csv
+
+    p = AGG_CONFIG if path is None else Path(path)
+    if p not in _AGG_CONFIG:
+        with open(p, newline="", encoding="utf-8") as f:
+            _AGG_CONFIG[p] = {r["id"]: {k: v for k, v in r.items() if v != "" and k not in ("id", "evidence", "note")}
+                              for r in csv.DictReader(f)}
+    return _AGG_CONFIG[p]
+
+
+def benchmark_settings(cfg: dict | None, engine: str, n: int) -> tuple[dict, str]:
+    """The plan's keys from a row's agg_config entry (silicon.Predictor.agg reads them): profile (rounds of n
+    requests measured), spread (the length range's lower ratio), budget and max_batch (the engine's limits),
+    batch_wait (iterations, token ratio) and adp_balance (timeout, batching iterations); and a note where the
+    scripts did not say how many requests were measured."""
+    if cfg is None:
+        return {}, ""
+    if "script" not in cfg:
+        return {}, ("no launch script found for this run (agg_config.csv): 20 rounds of fixed-length requests and "
+                    "the engine's defaults")
+    out, why = {}, ""
+    if _int(cfg.get("num_prompts")):
+        out["profile"] = max(1, round(_int(cfg["num_prompts"]) / n))
+    else:
+        why = "the requests it measured depend on the runner, not recorded (agg_config.csv): 20 rounds"
+    ratio = _num(cfg.get("random_range_ratio"))
+    if math.isfinite(ratio) and ratio < 1:
+        out["spread"] = ratio
+    tokens, seqs = ENGINE_LIMITS.get(engine, (None, None))
+    if _int(cfg.get(tokens)):
+        out["budget"] = _int(cfg[tokens])
+    if _int(cfg.get(seqs)):
+        out["max_batch"] = _int(cfg[seqs])
+    if engine == "trtllm":
+        w = (_int(cfg.get("batch_wait_timeout_iters")) or 0, _num(cfg.get("batch_wait_max_tokens_ratio")))
+        if w[0] and math.isfinite(w[1]):
+            out["batch_wait"] = w
+        if cfg.get("adp_enable_balance", "").lower() == "true":
+            t, b = _num(cfg.get("adp_timeout_iters")), _num(cfg.get("adp_batching_wait_iters"))
+            out["adp_balance"] = (int(t) if math.isfinite(t) else ADP_TIMEOUT_ITERS,
+                                  int(b) if math.isfinite(b) else ADP_BATCHING_WAIT_ITERS)
+    return out, why
+
+
 DRAFTS = DATA.parent / "inferencex" / "mtp_drafts.csv"
 _DRAFTS: dict = {}
 
@@ -368,9 +435,11 @@ def _recipe_layout(rec: dict, row, stage: str) -> tuple:
 
 
 # how an engine batches prompts with decodes: SGLang runs prefill batches apart (enable_mixed_chunk off by default,
-# server_args.py; its scheduler runs a waiting prefill batch before the decode batch, get_next_batch_to_run), vLLM V1
-# and TensorRT-LLM put the prompts' tokens in the decode steps (chunked: fastsim's default)
-PREFILL = {"sglang": "separate"}
+# server_args.py; its scheduler runs a waiting prefill batch before the decode batch, get_next_batch_to_run); vLLM V1
+# puts prompt chunks in the decode steps (chunked: fastsim's default); TensorRT-LLM puts whole prompts in them, as
+# many as fit the token budget in arrival order (enable_chunked_prefill defaults to False, llmapi/llm_args.py; no
+# InferenceX script and no AIConfigurator template turns it on; PyMicroBatchScheduler without a chunk config)
+PREFILL = {"sglang": "separate", "trtllm": "whole"}
 
 
 def worker_budget(p: dict, lay: Layout) -> int:

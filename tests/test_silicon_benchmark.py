@@ -1,0 +1,133 @@
+"""`validate --serving` runs each point as the benchmark that measured it ran: the rounds of requests it measured,
+the random lengths it drew and the engine settings its launch script gave (batch waiting, attention-DP balancing,
+the token budget and the cap on running requests)."""
+import numpy as np
+import pytest
+
+from perfmodel.serving import silicon, silicon_plan
+
+
+@pytest.fixture(scope="module")
+def agg_point():
+    s = silicon.load()
+    s = s[(s["mode"] == "agg") & (s["model_path"] == "Qwen/Qwen3-32B") & (s["isl"] <= 2048) & (s["osl"] <= 1024)]
+    p = [q for q in silicon.plan(s.head(8)) if q["status"] == "ok"][0]
+    return dict(p, isl=512, osl=32, concurrency=8)
+
+
+def test_spread_lengths_cover_the_benchmark_s_range_evenly_in_a_fixed_order():
+    """benchmark_serving.py draws a length from int(L x ratio) to L inclusive: 1024 x 0.8 -> 819 ... 1024, 206
+    values; 412 lengths hold each of them twice, so their mean is the range's, 921.5. The order is the seed's."""
+    x = silicon.spread_lengths(1024, 0.8, 412, 1)
+    assert sorted(set(x)) == list(range(819, 1025)) and np.all(np.bincount(x)[819:] == 2)
+    assert x.mean() == 921.5
+    assert np.array_equal(x, silicon.spread_lengths(1024, 0.8, 412, 1))
+    assert not np.array_equal(x, silicon.spread_lengths(1024, 0.8, 412, 2))
+    assert silicon.spread_lengths(1000, 0.8, 5, 1).min() >= 800  # int(800.0), the benchmark's lower bound
+    assert set(silicon.spread_lengths(64, 1.0, 7, 3)) == {64}
+
+
+def test_a_range_ratio_of_one_is_the_fixed_length_benchmark(agg_point):
+    p = agg_point
+    pred = silicon.Predictor("roofline")
+    inst = pred.instance(p, p["layout"], silicon.worker_budget(p, p["layout"]))
+    fixed = pred.closed(inst, 8, 512, 32)
+    one = pred.closed(inst, 8, 512, 32, spread=1.0)
+    assert {k: one[k] for k in fixed} == pytest.approx(fixed, rel=1e-12)
+
+
+def test_shorter_random_lengths_make_a_lone_client_s_requests_shorter(agg_point):
+    """One client, lengths drawn from 0.5 L ... L: prompts of 256 ... 512 tokens prefill faster than 512 ones,
+    and each request's TPOT is its own decode time over its own output - 1."""
+    p = agg_point
+    pred = silicon.Predictor("roofline")
+    inst = pred.instance(p, p["layout"], silicon.worker_budget(p, p["layout"]))
+    fixed = pred.closed(inst, 1, 512, 32)
+    spread = pred.closed(inst, 1, 512, 32, spread=0.5)
+    assert spread["ttft"] < fixed["ttft"]
+    assert spread["tpot"] == pytest.approx(fixed["tpot"], rel=0.05)  # shorter contexts, about the same step
+
+
+def test_the_benchmark_s_rounds_weigh_its_opening_burst(agg_point):
+    """The phase's mean over R rounds of n requests is (head + (R - 3) n x steady + tail) / (R n) with two rounds
+    of burst at its head: so 20 x mean(20 rounds) - 10 x mean(10 rounds) = 10 x the steady mean."""
+    p = agg_point
+    pred = silicon.Predictor("roofline")
+    inst = pred.instance(p, p["layout"], silicon.worker_budget(p, p["layout"]))
+    r20 = pred.closed(inst, 8, 512, 32)
+    r10 = pred.closed(inst, 8, 512, 32, profile=10)
+    for k in ("ttft", "tpot"):
+        assert 20 * r20[f"{k}_profile"] - 10 * r10[f"{k}_profile"] == pytest.approx(10 * r20[k], rel=1e-9)
+
+
+def test_a_point_s_batch_waiting_and_balancing_reach_the_simulation_as_its_engine_applies_them(agg_point,
+                                                                                               monkeypatch):
+    """TensorRT-LLM applies batch waiting without attention DP (its token threshold a share of max_num_tokens, the
+    worker's budget) and attention-DP balancing with it (over its DP ranks); each is ignored in the other case. The
+    rounds and the length range reach the closed loop as the point gives them."""
+    seen = []
+
+    class Inst:
+        budget = 8192
+
+    def closed(self, inst, n, isl, osl, **k):
+        seen.append(k)
+        return {"ttft_profile": 1.0, "tpot_profile": 1.0, "in_flight": n, "rate": 1.0, "preempted": 0}
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget: Inst())
+    monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
+    p = dict(agg_point, engine="trtllm", batch_wait=(40, 0.8), adp_balance=(60, 0), profile=10, spread=0.8)
+    silicon.Predictor("roofline")(p)
+    assert (seen[-1]["wait"], seen[-1]["balance"]) == ((40, 0.8 * 8192), None)
+    assert (seen[-1]["profile"], seen[-1]["spread"], seen[-1]["slots"]) == (10, 0.8, 64)
+    q = dict(p, layout=p["layout"].__class__(1, 1, 2, 1))  # attention DP over 2 ranks
+    silicon.Predictor("roofline")(q)
+    assert (seen[-1]["wait"], seen[-1]["balance"]) == (None, (2, 60, 0))
+    silicon.Predictor("roofline")(dict(agg_point, max_batch=16))  # a cap below the memory's 64
+    assert seen[-1]["slots"] == 16 and seen[-1]["profile"] == silicon.PROFILE_ROUNDS and seen[-1]["spread"] is None
+
+
+def test_benchmark_settings_read_each_engine_s_own_names_for_its_limits():
+    """The scripts' values become the plan's keys: 10 N prompts -> 10 rounds, the range ratio, the engine's budget
+    and cap by its own names, TensorRT-LLM's batch waiting and balancing (with its AttentionDpConfig defaults, 50
+    and 10 iterations, where a script turns balancing on without them); other engines' names are not read."""
+    bs = silicon_plan.benchmark_settings
+    cfg = {"script": "s.sh@1", "num_prompts": "640", "random_range_ratio": "0.8", "max_num_tokens": "1152",
+           "max_batch_size": "16", "batch_wait_timeout_iters": "40", "batch_wait_max_tokens_ratio": "0.8",
+           "adp_enable_balance": "true", "max_num_seqs": "4", "chunked_prefill_size": "32768"}
+    out, why = bs(cfg, "trtllm", 64)
+    assert why == "" and out == {"profile": 10, "spread": 0.8, "budget": 1152, "max_batch": 16,
+                                 "batch_wait": (40, 0.8), "adp_balance": (50, 10)}
+    assert bs(cfg, "vllm", 64)[0] == {"profile": 10, "spread": 0.8, "max_batch": 4}
+    assert bs(cfg, "sglang", 32)[0] == {"profile": 20, "spread": 0.8, "budget": 32768}
+    assert bs(dict(cfg, random_range_ratio="1.0"), "vllm", 64)[0] == {"profile": 10, "max_batch": 4}
+
+
+def test_a_run_without_a_script_or_without_its_prompt_count_keeps_aiperf_s_rounds_and_says_so():
+    bs = silicon_plan.benchmark_settings
+    assert bs(None, "vllm", 8) == ({}, "")  # not an InferenceX run: nothing to say
+    out, why = bs({"commit_source": "in force at measured"}, "vllm", 8)
+    assert out == {} and "no launch script" in why
+    out, why = bs({"script": "s.sh@1", "max_num_seqs": "8", "random_range_ratio": "0.8"}, "vllm", 8)
+    assert out == {"spread": 0.8, "max_batch": 8} and "depend on the runner" in why
+
+
+def test_the_shipped_settings_plan_the_rows_that_ran_them(sample_plans):
+    """From agg_config.csv: DeepSeek-R1 fp8 on B200 under TensorRT-LLM at 64 clients waited for batches (40
+    iterations, 0.8 of 8192 tokens: dsr1_fp8_b200_trt.sh); its fp4 run with attention DP balanced its 8 ranks (60,
+    0); 15 SGLang runs measured 50 N or 20 N prompts; the B300 runs of 2026-04-03 had no single-node script."""
+    by = sample_plans
+    r = by["2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x1024_c64_tp8_0_ep1_0_1198"]
+    assert (r["batch_wait"], r["budget"], r["profile"], r["spread"]) == ((40, 0.8), 8192, 10, 0.8)
+    r = by["2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c64_tp8_0_ep8_0_976"]
+    assert (r["adp_balance"], r["budget"], r["max_batch"]) == ((60, 0), 1152, 16)
+    assert sorted(p["profile"] for p in by.values() if p.get("profile", 10) != 10) == [20] * 5 + [50] * 10
+    b300 = [p for i, p in by.items() if i.startswith("2026_03_25_minimax_m2_5_b300")]
+    assert b300 and all("no launch script" in p["assumed"] and "profile" not in p for p in b300)
+
+
+@pytest.fixture(scope="module")
+def sample_plans():
+    s = silicon.load()
+    return {p["id"]: p for p in silicon.plan(s[s["mode"] == "agg"])}
