@@ -361,6 +361,17 @@ cl = pm.serve_sim("llama-3.1-8b", "h100-sxm", "continuous", slots=None, prompt_l
 cl[["concurrency", "request_rate", "mean_latency_s", "mean_in_flight", "mean_ttft_s", "mean_tpot_s",
     "throughput_per_device", "tok_s_per_user"]]
 """),
+    ("markdown", """
+How prompts join the decodes' steps is the engine's: with an `impl` profile the simulator batches them as
+that engine does by default (TensorRT-LLM whole prompts up to the token budget, SGLang prefill-only steps,
+vLLM chunks); `prefill=` overrides it, and the `prefill` column says which rule ran.
+"""),
+    ("code", """
+eng = pd.concat([pm.serve_sim("llama-3.1-8b", "h100-sxm", "continuous", slots=None, prompt_len="uniform:512,4096",
+                              output_len=256, concurrency=32, token_budget=8192, mode="achievable", impl=i)
+                 for i in ("trtllm-1.3", "sglang-0.5", "vllm-0.24")], ignore_index=True)
+eng[["impl", "prefill", "mean_ttft_s", "p99_ttft_s", "mean_tpot_s", "throughput_per_device"]]
+"""),
     ("code", """
 assert abs(cl.request_rate[0] * cl.mean_latency_s[0] - cl.mean_in_flight[0]) < 1e-9 * cl.mean_in_flight[0]
 v = pm.serving_validation(model=["llama-3.1-8b"], system=["h200_sxm"], backend=["vllm"], modes=("roofline",))

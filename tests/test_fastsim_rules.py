@@ -97,24 +97,27 @@ def test_a_run_whose_percentile_equals_its_slo_is_never_stopped_as_failing(q):
         assert r["stopped"] in (None, metric)
 
 
+@pytest.mark.parametrize("prefill", ["chunked", "whole", "separate"])
 @pytest.mark.parametrize("cap,budget", [(600.0, 64), (800.0, None), (1000.0, 128), (1500.0, 64)])
-def test_with_a_fixed_state_per_sequence_fastsim_is_the_scheduler_request_for_request_preemptions_included(cap, budget):
+def test_with_a_fixed_state_per_sequence_fastsim_is_the_scheduler_request_for_request_preemptions_included(cap, budget,
+                                                                                                          prefill):
     """1 B a token and 7 B of fixed state per sequence (a linear-attention layer's state, say) on a device of a few
     hundred bytes: admission, block growth and preemption count the state exactly as kvmemory.Paged does, so the
-    two simulators give the same times and preemptions, request for request."""
+    two simulators give the same times and preemptions, request for request, under each prompt-batching rule
+    (whole: prompts of 20-200 tokens over a 64- or 128-token budget run only on an idle engine, in both)."""
     from perfmodel.serving import make_traffic
     from perfmodel.serving.scheduler import _Sim
 
     sizes = KVSizes(1.0, 7.0, 0.0, cap, 10**6)
     tr = make_traffic(40, 200.0, None, "uniform:20,200", "uniform:1,60", 1, 0, 5)
     sim = _Sim(tr, sizes, COST, 8, Paged(sizes, 16, True, 0))
-    sim.continuous("chunked", budget)
+    sim.continuous(prefill, budget)
     ref = sim.result("continuous", {}).requests
-    got = fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, fastsim.ExactCost(COST), 8, budget)
+    got = fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, fastsim.ExactCost(COST), 8, budget, prefill)
     for a, b in (("first_token_s", "first"), ("last_token_s", "last"), ("done_s", "done"), ("preemptions", "preemptions")):
         assert np.array_equal(ref[a], got[b]), a
     log = []
-    fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, fastsim.ExactCost(COST), 8, budget, log=log)
+    fastsim.run(tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, fastsim.ExactCost(COST), 8, budget, prefill, log=log)
     assert [row[11:13] for row in log] == [row[11:13] for row in sim.log]  # KV used and reserved, state included
     if cap < 1200:
         assert got["preempted"] > 0 and got["memory_stalls"] > 0

@@ -40,7 +40,7 @@ requests_st = st.lists(st.tuples(st.floats(0, 0.3), st.integers(1, 600), st.list
                        min_size=1, max_size=24)
 config_st = st.fixed_dictionaries({
     "policy": st.sampled_from(["static", "continuous"]), "kv_manager": st.sampled_from(["paged", "contiguous"]),
-    "sharing": st.booleans(), "prefill": st.sampled_from(["chunked", "separate"]),
+    "sharing": st.booleans(), "prefill": st.sampled_from(["chunked", "separate", "whole"]),
     "token_budget": st.sampled_from([None, 64, 700]), "block_size": st.sampled_from([1, 16, 32]),
     "slots": st.sampled_from([None, 3, 8])})
 
@@ -346,6 +346,73 @@ def test_separate_prefill_steps_hold_as_many_whole_prompts_as_the_token_budget_a
     assert np.all(np.unique(first, return_counts=True)[1] == per_step)
 
 
+@pytest.mark.parametrize("prompts, budget, groups", [((300, 300, 300, 300), 700, (2, 2)), ((300, 300, 300, 300), 1200, (4,)),
+                                                     ((300, 500, 100, 100), 700, (1, 2, 1))])
+def test_whole_prefill_takes_whole_prompts_in_order_up_to_the_first_that_does_not_fit(prompts, budget, groups):
+    """TensorRT-LLM without chunked prefill: an iteration carries every decode plus whole prompts, first come first
+    served, and stops at the first prompt that does not fit what the decodes leave of the budget (a later, shorter
+    one does not jump it). Prompts arriving together get their first tokens in groups, one group an iteration:
+    300+300 fit 700, the next 300 does not; 300 then 500 stops at 500 (800 > 700) even though 100 would fit, and the
+    next iteration's decode leaves 699: 500 + 100 fit, the last 100 does not."""
+    tr = traffic([(0.0, p, (8, 8, 8)) for p in prompts], at0=True)
+    r = simulate(M, HW, tr, "continuous", 8, prefill="whole", token_budget=budget, prec=PREC, cost=COST)
+    first = np.asarray(r.requests["first_token_s"])
+    t, counts = np.unique(first, return_counts=True)
+    assert tuple(counts) == groups
+    assert np.all(np.diff(first) >= 0)  # in arrival order
+    tl = r.timeline  # no prompt is split: each iteration's prompt tokens are a sum of whole prompts
+    sums = {0} | {sum(prompts[i:j]) for i in range(len(prompts)) for j in range(i + 1, len(prompts) + 1)}
+    assert set(np.asarray(tl["prefill_tokens"]).tolist()) <= sums
+
+
+def test_whole_prefill_runs_a_prompt_over_the_budget_only_on_an_idle_engine():
+    """A prompt longer than the token budget cannot share an iteration (no chunking): it waits until no request
+    decodes, then runs whole in an iteration of its own, where chunked prefill would start it at once in chunks."""
+    tr = traffic([(0.0, 100, (40, 40, 40)), (0.001, 900, (4, 4, 4))])
+    whole = simulate(M, HW, tr, "continuous", 8, prefill="whole", token_budget=512, prec=PREC, cost=COST).requests
+    chunk = simulate(M, HW, tr, "continuous", 8, prefill="chunked", token_budget=512, prec=PREC, cost=COST).requests
+    assert whole["first_token_s"][1] > whole["last_token_s"][0]  # after the other's last token
+    assert chunk["first_token_s"][1] < chunk["last_token_s"][0]  # chunked: while it decodes
+
+
+@pytest.mark.parametrize("impl, expect", [("trtllm-1.3", "whole"), ("sglang-0.5", "separate"), ("vllm-0.24", "chunked"),
+                                          (None, "chunked")])
+def test_serve_sim_batches_prompts_as_the_profiles_engine_does_unless_told(impl, expect):
+    """--prefill defaults to the --impl engine's own rule (scheduler.ENGINE_PREFILL); an explicit value wins."""
+    from perfmodel.serving.api import serve_runs
+
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", policy="continuous", requests=16, rate=5.0, slots=8,
+              token_budget=1024, prompt_len="uniform:100,800", output_len="16",
+              mode="achievable" if impl else "roofline", impl=impl)
+    assert serve_runs(**kw)[0].summary["prefill"] == f"{expect}/1024"
+    assert serve_runs(**kw, prefill="chunked")[0].summary["prefill"] == "chunked/1024"
+
+
+def test_whole_prompts_longer_than_the_token_budget_are_refused_as_the_engine_refuses_them(capsys):
+    """TensorRT-LLM without chunked prefill rejects a prompt over max_num_tokens (NVIDIA/TensorRT-LLM#9277): so does
+    whole-prompt batching, in one line naming --token-budget, from the CLI and from Python; chunked runs it."""
+    from perfmodel.cli import main
+    from perfmodel.serving.api import serve_runs
+
+    argv = ["serve-sim", "--requests", "8", "--prompt-len", "600", "--output-len", "4", "--token-budget", "512",
+            "--policy", "continuous"]
+    assert main(argv + ["--prefill", "whole"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--token-budget" in err[0] and "600-token prompt" in err[0]
+    assert main(argv + ["--prefill", "chunked"]) == 0
+    with pytest.raises(SpecError, match="--token-budget"):
+        serve_runs(requests=8, prompt_len=600, output_len=4, token_budget=512, policy="continuous",
+                   mode="achievable", impl="trtllm-1.3")
+
+
+def test_serve_sim_refuses_an_unknown_prefill_rule_in_one_line(capsys):
+    from perfmodel.cli import main
+
+    assert main(["serve-sim", "--requests", "8", "--prefill", "mixed"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--prefill" in err[0] and "whole" in err[0]
+
+
 @pytest.mark.parametrize("kw", [
     dict(model="llama-2-13b", hardware="l40s", requests=300, rate=12.0, slots=None, token_budget=512,
          prompt_len="lognormal:median=600,max=2500", output_len="lognormal:median=200,max=1500"),  # preemptions
@@ -354,6 +421,10 @@ def test_separate_prefill_steps_hold_as_many_whole_prompts_as_the_token_budget_a
     dict(model="qwen3-30b-a3b", hardware="h200", requests=200, slots=64, concurrency=16, warmup=32,
          prompt_len=512, output_len=128),  # a closed loop, MoE
     dict(model="mistral-7b", hardware="h100-sxm", requests=200, rate=20.0, slots=32, token_budget=2048),  # window
+    dict(model="llama-3.1-8b", hardware="h100-sxm", requests=300, rate=25.0, slots=32, prefill="whole",
+         token_budget=1024, prompt_len="uniform:16,1000", output_len="lognormal:median=60,max=400"),
+    dict(model="llama-2-13b", hardware="l40s", requests=200, rate=10.0, slots=None, prefill="whole", token_budget=2048,
+         prompt_len="lognormal:median=500,max=2000", output_len="lognormal:median=150,max=1200"),  # preemptions
 ])
 def test_continuous_serve_sim_through_fastsim_is_the_per_sequence_simulator(kw):
     """serve_runs sends continuous paged runs (one sample, no shared prefix) through fastsim with its iteration log:

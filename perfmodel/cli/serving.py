@@ -26,8 +26,10 @@ OutputLen = typer.Option(serving.DEFAULT_OUTPUT, "--output-len", metavar="<lengt
 Block = typer.Option(16, "--block-size", metavar="<int>", help="Paged KV block, tokens.")
 Prefix = typer.Option(0, "--shared-prefix", metavar="<int>", help="Tokens of a system prompt common to every request.")
 Samples = typer.Option(1, "--samples", metavar="<int>", help="Parallel samples per prompt (n), sharing the prompt's blocks.")
-Prefill = typer.Option("chunked", "--prefill", metavar="<chunked|separate>",
-                       help="chunked: prompt tokens ride in decode steps; separate: prefill-only steps.")
+Prefill = typer.Option(None, "--prefill", metavar="<chunked|separate|whole>",
+                       help="chunked: prompt chunks ride in decode steps; separate: prefill-only steps; whole: whole "
+                            "prompts ride in decode steps up to the first that does not fit. Default: the --impl "
+                            "engine's own (TensorRT-LLM whole, SGLang separate), else chunked.")
 Budget = typer.Option(None, "--token-budget", metavar="<int|none>", help="Tokens per step (chunked prefill); default: whole prompts (Orca).")
 Seed = typer.Option(0, "--seed", metavar="<int>", help="Seed of the random arrivals and lengths.")
 MaxTokens = typer.Option(None, "--max-tokens", metavar="<int>", help="Refuse to simulate more generated tokens than this, over all "
@@ -93,7 +95,7 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
                                              help="contiguous (max-length reservation) or paged."),
               block_size: int = Block, shared_prefix: int = Prefix, samples: int = Samples,
               sharing: bool = typer.Option(True, "--sharing/--no-sharing", help="Paged: store shared prefixes once."),
-              prefill: str = Prefill, token_budget: Optional[str] = Budget, seed: int = Seed,
+              prefill: Optional[str] = Prefill, token_budget: Optional[str] = Budget, seed: int = Seed,
               cost_quantum: int = Quantum,
               timeline: Optional[str] = typer.Option(None, "--timeline", metavar="<file>",
                                                      help="Write every iteration to this CSV file."),
@@ -148,7 +150,7 @@ def kv_memory(model: str = Model, hardware: str = Hardware,
               rate: Optional[float] = Rate, trace: Optional[str] = Trace, prompt_len: str = PromptLen,
               output_len: str = OutputLen,
               block_size: str = typer.Option("16", "--block-size", metavar="<int>", help="Paged KV block(s), tokens (comma list)."),
-              shared_prefix: int = Prefix, samples: int = Samples, prefill: str = Prefill,
+              shared_prefix: int = Prefix, samples: int = Samples, prefill: Optional[str] = Prefill,
               token_budget: Optional[str] = Budget, seed: int = Seed, cost_quantum: int = Quantum,
               weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
               sets: Optional[List[str]] = Sets, fmt: str = Fmt,

@@ -127,7 +127,7 @@ def sweep(models="llama-2-13b", hardware="h100-sxm", batch="1:512:x2", context="
 
 def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None, trace=None,
               prompt_len="512", output_len="lognormal:median=18,max=231", kv_manager="paged", block_size=16,
-              shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
+              shared_prefix=0, samples=1, sharing=True, prefill=None, token_budget=None, seed=0,
               weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
               replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None, concurrency=None,
               warmup=None, show=False):
@@ -149,7 +149,8 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
     shared_prefix : int -- tokens of a system prompt every request shares
     samples : int -- parallel samples per request (share the prompt)
     sharing : bool -- share prefix blocks between sequences (paged)
-    prefill : 'chunked' or 'whole'
+    prefill : 'chunked', 'separate', 'whole' or None -- how prompts join the steps (docs/serving.md); None: the impl
+        profile's engine's own (TensorRT-LLM whole, SGLang separate, else chunked)
     token_budget : int -- tokens per iteration (chunked prefill)
     seed : int -- the traffic's random seed
     weights_dtype, kv_dtype, act_dtype : str -- {_FMT}
@@ -190,7 +191,7 @@ def serve_sim(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=
 
 def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
               prompt_len="512", output_len="lognormal:median=18,max=231", block_size=16, shared_prefix=0, samples=1,
-              prefill="chunked", token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
+              prefill=None, token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
               sets=None, cost_quantum=16, mode="roofline", impl=None, max_tokens=None):
     """The same traffic under continuous batching with each KV manager: contiguous reservation,
     paged, and paged with prefix sharing (one row each per block size).
@@ -207,7 +208,8 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     block_size : int or list of int -- tokens per KV block
     shared_prefix : int -- tokens of a shared system prompt
     samples : int -- parallel samples per request
-    prefill : 'chunked' or 'whole'
+    prefill : 'chunked', 'separate', 'whole' or None -- how prompts join the steps (docs/serving.md); None: the impl
+        profile's engine's own (TensorRT-LLM whole, SGLang separate, else chunked)
     token_budget : int -- tokens per iteration
     seed : int -- the traffic's random seed
     weights_dtype, kv_dtype, act_dtype : str -- {_FMT}

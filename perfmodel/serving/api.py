@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import SpecError
 from .kvmemory import kv_sizes
-from .scheduler import POLICIES, StepCost, simulate
+from .scheduler import POLICIES, StepCost, engine_prefill, simulate
 from ..timemodel import impl_name
 from .traffic import DEFAULT_OUTPUT, DEFAULT_PROMPT, MAX_BLOCK, MAX_BUDGET, _whole, make_traffic, parse_rate
 
@@ -68,6 +68,17 @@ def _bound(runs: int, max_tokens, requests=None, samples=1, tr=None, slots=None)
             raise SpecError("--slots", None, f"{tr.n:,} requests through {slots} slot(s) take at least {steps:,.0f} "
                                              f"iterations over {runs} run(s), each about the time of {TOKENS_PER_STEP} "
                                              f"generated tokens: {steps * TOKENS_PER_STEP:,.0f} token-equivalents, {how}")
+
+
+def _whole_fits(prefill: str, budget, tr) -> None:
+    """Whole prompts need the token budget: TensorRT-LLM without chunked prefill rejects a prompt longer than
+    max_num_tokens at submission (llmapi/llm.py _check_arguments: "The sum of prompt length (9351.0), query length
+    (0) should not exceed max_num_tokens (8192)", NVIDIA/TensorRT-LLM#9277)."""
+    if prefill == "whole" and budget is not None and tr.n and int(tr.prompt.max()) > budget:
+        i = int(np.argmax(tr.prompt))
+        raise SpecError("--token-budget", None, f"{budget} tokens is less than the {int(tr.prompt[i])}-token prompt of "
+                                                f"{tr.where[i]}: whole-prompt batching (TensorRT-LLM without chunked "
+                                                "prefill) rejects it; raise the budget or pass --prefill chunked")
 
 
 OVERLOAD = 1.5  # queue length, second half of the arrivals over the first: above it (and 2 more), the queue grows
@@ -144,7 +155,7 @@ def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, co
 
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None,
                trace=None, prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, kv_manager="paged",
-               block_size=16, shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None,
+               block_size=16, shared_prefix=0, samples=1, sharing=True, prefill=None, token_budget=None,
                seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None,
                cost_quantum=16, tp=1, pp=1, ep=1, replicas=1, price=None, energy=False, mode="roofline",
                impl=None, max_tokens=None, concurrency=None, warmup=None, show=False) -> list:
@@ -157,6 +168,8 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     serves N / R clients.
 
     mode: the step cost's mode, roofline (the ideal bound) or achievable (implementation profile `impl`).
+    prefill: chunked, separate or whole (scheduler.py); None: the profile's engine's own (scheduler.ENGINE_PREFILL:
+    whole prompts for TensorRT-LLM, prefill-only steps for SGLang, chunked for vLLM and the roofline).
     tp and ep spread one replica over devices (engine.mixed_step costs the collectives; memory is
     per device). With R replicas behind a round-robin balancer each serves every R-th request: one
     replica is simulated on its share (requests/R, rate/R) and the summary's throughput counts all R.
@@ -164,6 +177,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     from ..api import check_mode, layout as _layout
 
     impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
+    prefill = engine_prefill(prefill, impl)
     token_budget = _budget(token_budget)
     block_size = _whole(block_size, "--block-size", 1, MAX_BLOCK)
     pols = POLICIES if policy == "both" else (policy,)
@@ -188,6 +202,7 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     tr = make_traffic(share, None if rate is None else parse_rate(rate) / R, trace, prompt_len, output_len, samples,
                       shared_prefix, seed)
     _bound(len(pols), max_tokens, tr=tr, slots=_slots(slots))
+    _whole_fits(prefill, token_budget, tr)
     one = lay.__class__(lay.tp, 1, lay.ep, 1)
     cost = StepCost(m, hw, prec, cost_quantum, one, mode, impl)
     from ..workers import _Progress
@@ -289,7 +304,7 @@ KV_REPORT = ["manager", "mode", "block_size", "requests", "peak_sequences", "mea
 
 def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=None, rate=None, trace=None,
               prompt_len=DEFAULT_PROMPT, output_len=DEFAULT_OUTPUT, block_size=16, shared_prefix=0, samples=1,
-              prefill="chunked", token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
+              prefill=None, token_budget=None, seed=0, weights_dtype="bf16", kv_dtype=None, act_dtype="bf16",
               sets=None, cost_quantum=16, mode="roofline", impl=None, max_tokens=None) -> dict:
     """The same traffic under continuous batching with each KV manager: contiguous reservation,
     paged, paged with prefix sharing (one row each per block size). Memory columns are means over
@@ -306,6 +321,8 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
     from ..api import check_mode
 
     impl = check_mode(mode, impl, ("roofline", "achievable"), sets)
+    prefill = engine_prefill(prefill, impl)
+    _whole_fits(prefill, token_budget, tr)
     cost = StepCost(m, hw, prec, cost_quantum, mode=mode, impl=impl)
     runs = [("contiguous", 0, "contiguous", True)]
     for b in blocks:

@@ -22,7 +22,11 @@ Policies (the same trace, the same slots):
     prompt joins at once (Orca); with a budget, each iteration carries every decode plus prompt
     chunks up to the budget (Sarathi-Serve, vLLM chunked prefill). Decodes are never deferred.
   - separate: when a prompt is pending the iteration is prefill-only (whole prompts, FIFO, as many
-    as the budget allows, at least one) and the decodes wait (vLLM without chunking).
+    as the budget allows, at least one) and the decodes wait (vLLM without chunking, SGLang).
+  - whole: every decode plus whole prompts, FIFO, up to the first that does not fit the budget left by
+    the decodes; on an idle engine one prompt over the budget runs whole (TensorRT-LLM without chunked
+    prefill, PyMicroBatchScheduler). Prompts are never split.
+  ENGINE_PREFILL gives each engine's default.
   A paged cache allocates as tokens arrive; when a running request needs a block and none is free,
   the newest running request is preempted and recomputed later (vLLM's default): its cache is
   dropped, the tokens it generated stay generated, and on readmission it prefills prompt +
@@ -60,7 +64,21 @@ from .stepcost import StepCost
 from .traffic import Traffic, _whole
 
 POLICIES = ("static", "continuous")
-PREFILL = ("chunked", "separate")
+PREFILL = ("chunked", "separate", "whole")
+# how an engine batches prompts with decodes by default: SGLang runs prefill batches apart (enable_mixed_chunk off
+# by default, server_args.py; its scheduler runs a waiting prefill batch before the decode batch,
+# get_next_batch_to_run); vLLM V1 puts prompt chunks in the decode steps (chunked, the default here); TensorRT-LLM
+# puts whole prompts in them, as many as fit the token budget in arrival order (enable_chunked_prefill defaults to
+# False, llmapi/llm_args.py; PyMicroBatchScheduler without a chunk config breaks at the first that does not fit)
+ENGINE_PREFILL = {"sglang": "separate", "trtllm": "whole"}
+
+
+def engine_prefill(prefill, impl) -> str:
+    """The prompt batching a run uses: `prefill` where given, else the implementation profile's engine's default
+    (ENGINE_PREFILL; chunked for vLLM, a profile without an engine and the roofline)."""
+    if prefill is not None:
+        return prefill
+    return ENGINE_PREFILL.get(getattr(impl, "engine", "") or "", "chunked")
 MANAGERS = ("contiguous", "paged")
 
 
@@ -210,6 +228,13 @@ class _Sim:
                 left, dec, pre_tok = budget - len(rows), len(rows), 0
                 for s, x in zip(seqs, todo):
                     if x > 1 and left > 0:
+                        if prefill == "whole":  # whole prompts, FIFO, until one does not fit
+                            if x > left and (rows or pre_tok):
+                                break
+                            rows.append((s, x))  # on an idle engine a prompt over the budget runs whole
+                            left -= x
+                            pre_tok += x
+                            continue
                         c = int(min(x, left))
                         rows.append((s, c))
                         left -= c

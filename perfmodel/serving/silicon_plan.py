@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import SpecError
 from ..formats import get_format
 from ..ops import Layout
+from .scheduler import ENGINE_PREFILL
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
 DATA = Path(__file__).resolve().parent.parent / "measure" / "data" / "aiconfigurator"
@@ -434,12 +435,7 @@ def _recipe_layout(rec: dict, row, stage: str) -> tuple:
     return (1, gpus) if dp else (gpus, 1)
 
 
-# how an engine batches prompts with decodes: SGLang runs prefill batches apart (enable_mixed_chunk off by default,
-# server_args.py; its scheduler runs a waiting prefill batch before the decode batch, get_next_batch_to_run); vLLM V1
-# puts prompt chunks in the decode steps (chunked: fastsim's default); TensorRT-LLM puts whole prompts in them, as
-# many as fit the token budget in arrival order (enable_chunked_prefill defaults to False, llmapi/llm_args.py; no
-# InferenceX script and no AIConfigurator template turns it on; PyMicroBatchScheduler without a chunk config)
-PREFILL = {"sglang": "separate", "trtllm": "whole"}
+PREFILL = ENGINE_PREFILL  # each engine's default prompt batching; the sources are in scheduler.py
 
 
 def worker_budget(p: dict, lay: Layout) -> int:
