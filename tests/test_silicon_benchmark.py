@@ -131,3 +131,69 @@ def test_the_shipped_settings_plan_the_rows_that_ran_them(sample_plans):
 def sample_plans():
     s = silicon.load()
     return {p["id"]: p for p in silicon.plan(s[s["mode"] == "agg"])}
+
+
+@pytest.fixture(scope="module")
+def disagg_plans():
+    s = silicon.load()
+    return {p["id"]: p for p in silicon.plan(s[s["mode"] == "disagg"])}
+
+
+def test_disagg_rows_that_ran_an_srt_slurm_recipe_are_planned_with_sa_bench_s_requests(disagg_plans):
+    """sa-bench (srt-slurm's bench.sh) measured 10 N requests with lengths drawn from [0.8 L, L]: every row whose
+    workers come from an srt-slurm recipe gets those; a row launched otherwise (InferenceX's own Dynamo scripts) or
+    with recorded workers keeps the 20 fixed-length rounds; an MTP row keeps fixed lengths and says so."""
+    rec = silicon.recipe_workers()
+    sa = [p for i, p in disagg_plans.items() if i in rec and "NVIDIA/srt-slurm@" in rec[i]["source"]]
+    other = [p for i, p in disagg_plans.items() if not (i in rec and "NVIDIA/srt-slurm@" in rec[i]["source"])]
+    assert len(sa) == 821 and len(other) == len(disagg_plans) - 821
+    assert all((p["profile"], p["spread"]) == (10, 0.8) for p in sa)
+    assert not any("profile" in p or "spread" in p for p in other)
+    mtp = [p for p in sa if p.get("speculative") == "mtp" and p["model"] in silicon.MTP_PRICED]
+    assert mtp and all("speculative steps are simulated at one length" in p["assumed"] for p in mtp)
+
+
+def test_a_disagg_point_draws_its_prompts_in_both_stages_and_its_outputs_only_in_the_decode_stage(monkeypatch):
+    """The prefill stage's requests end at their one output token: its lengths are drawn from the prompt's range,
+    its output stays 1; the decode stage and the opening burst draw as the benchmark did; an MTP point does not
+    draw (speculative steps are simulated at one length)."""
+    s = silicon.load()
+    p = [q for q in silicon.plan(s[s["mode"] == "disagg"].head(40)) if q["status"] == "ok"][0]
+    p = dict(p, isl=512, osl=16, concurrency=4, prefill_workers=1, decode_workers=1, profile=10, spread=0.8)
+    calls, bursts = [], []
+    orig_closed, orig_burst = silicon.Predictor.closed, silicon.Predictor.burst_mean
+
+    def closed(self, inst, n, isl, osl, **k):
+        calls.append((osl, k.get("spread"), k.get("profile")))
+        return orig_closed(self, inst, n, isl, osl, **k)
+
+    def burst(self, inst, n, isl, steady, **k):
+        bursts.append(k)
+        return orig_burst(self, inst, n, isl, steady, **k)
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(silicon.Predictor, "burst_mean", burst)
+    pred = silicon.Predictor("roofline")
+    r = pred(p)
+    assert all(sp == 0.8 for _, sp, _ in calls)
+    assert calls[-2][0] == 1 and calls[-1][0] == 16 and calls[-1][2] == 10  # prefill stage, decode stage
+    assert bursts[-1] == {"profile": 10, "spread": 0.8}
+    fixed = silicon.Predictor("roofline")(dict(p, spread=None, profile=silicon.PROFILE_ROUNDS))
+    assert r["ttft_s"] < fixed["ttft_s"]  # prompts of 409-512 tokens, not 512
+
+
+def test_an_mtp_disagg_point_keeps_fixed_lengths(disagg_plans, monkeypatch):
+    """Speculative steps are simulated at one length: a DeepSeek-R1 MTP row of an srt-slurm recipe is planned with
+    sa-bench's rounds and range but its stages run fixed lengths."""
+    p = next(q for q in disagg_plans.values() if q.get("spread") and q.get("speculative") == "mtp"
+             and silicon.Predictor.mtp_priced(q) and q["status"] == "ok")
+    spreads = []
+    orig = silicon.Predictor.closed
+
+    def closed(self, inst, n, isl, osl, **k):
+        spreads.append(k.get("spread"))
+        return orig(self, inst, n, isl, osl, **k)
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    silicon.Predictor("roofline")(dict(p, isl=256, osl=8, concurrency=2))
+    assert spreads and set(spreads) == {None}

@@ -30,7 +30,9 @@ A point is predicted by the serving simulator on the op list's step cost, with t
   Predictor.burst_mean), its other rounds the steady loop's. A worker's token budget is the engine's default,
   per attention-DP rank in TensorRT-LLM and vLLM (worker_budget). A recipe that ran MTP with k drafts (its name
   says mtp<k>) has its decode workers run speculative iterations (perfmodel.serving.speculative): the main
-  model over k + 1 tokens and k passes of the MTP layer, emitting MTP_TOKENS[k] tokens a step.
+  model over k + 1 tokens and k passes of the MTP layer, emitting MTP_TOKENS[k] tokens a step. A row that ran an
+  srt-slurm recipe was measured by its sa-bench (silicon_plan.SA_BENCH): 10 N requests, lengths drawn from 0.8 L
+  to L, both stages and the burst so drawn (an MTP row keeps fixed lengths, as in agg).
 
 Layouts map as AIConfigurator's: a worker has tp x attention_dp devices; perfmodel's Layout(tp, ep=attention_dp)
 runs attention data-parallel over attention_dp groups of tp devices with the experts spread over all of them
@@ -191,8 +193,9 @@ class Predictor:
         # round that keeps every client busy while the window's requests finish and then drains (profile_mean)
         warm, total = warmup * n, (warmup + rounds + 1) * n
         P, O = np.full(total, isl, dtype=np.int64), np.full(total, osl, dtype=np.int64)
-        if spread is not None:
-            P, O = spread_lengths(isl, spread, total, 1), spread_lengths(osl, spread, total, 2)
+        if spread is not None:  # a prefill stage's one output token (osl 1) is not drawn
+            P = spread_lengths(isl, spread, total, 1)
+            O = spread_lengths(osl, spread, total, 2) if osl > 1 else O
         if not fastsim.fits_alone(inst.sizes, inst.block, P[:1], O[:1]):
             raise SpecError("silicon", None, f"does not fit: one request's KV cache ({isl} + {osl} tokens) is more "
                                              f"than the {inst.sizes.capacity:.4g} B left after the weights")
@@ -257,8 +260,12 @@ class Predictor:
         if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
             dec = self.speculative(dec, int(p["mtp"]), isl, osl)
             osl = dec.cost.steps()
+        # the benchmark's requests (sa-bench: 10 N measured, lengths drawn from [0.8 L, L]); speculative steps are
+        # simulated at one length (agg's rule)
+        bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=None if osl != tokens else p.get("spread"))
         f_p = f_d = 1.0
-        quick = dict(warmup=1, rounds=1)  # the split's search: one warm-up and one measured request per client
+        quick = dict(warmup=1, rounds=1, spread=bench["spread"])  # the split's search: one warm-up and one
+        # measured request per client
         for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
             c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d)
             c_d = max(1, round((N - c_p * Wp) / Wd))
@@ -269,11 +276,11 @@ class Predictor:
                 break
             est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d)
             f_p, f_d = x_p / est_p, x_d / est_d
-        a = self.closed(pre, c_p, isl, 1, prefill="separate")  # the answer: the configured warm-up and rounds
-        b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens) if osl > 1 else None
-        # AIPerf's phase opens with all N prompts sent at once to an empty server: every one of them is in the
+        a = self.closed(pre, c_p, isl, 1, prefill="separate", **bench)  # the answer: the configured warm-up, rounds
+        b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, **bench) if osl > 1 else None
+        # the benchmark's phase opens with all N prompts sent at once to an empty server: every one of them is in the
         # prefill pool's first round (N / W_p a worker), not the share c_p the pools hold once the loop is steady
-        t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"]) + move
+        t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"], **bench) + move
         return {"ttft_s": t_p + (b["ttft_profile"] if b else 0.0), "tpot_s": b["tpot_profile"] if b else math.nan,
                 "in_flight": math.nan,
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
@@ -302,14 +309,15 @@ class Predictor:
         while len(self.insts) > MAX_INSTANCES:  # each holds a step memo of up to ~150 MB: keep the recent ones
             self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
 
-    def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS) -> float:
-        """A prefill worker's mean stage time over AIPerf's phase of `profile` rounds: the first round is the burst
-        (n prompts at once on an empty worker, whole prompts in FIFO iterations), the other rounds take the
-        steady loop's mean `steady`."""
-        key = ("burst", inst.serial, n, isl)
+    def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS,
+                   spread: float | None = None) -> float:
+        """A prefill worker's mean stage time over the benchmark's phase of `profile` rounds: the first round is the
+        burst (n prompts at once on an empty worker, whole prompts in FIFO iterations; spread: their lengths as
+        closed's), the other rounds take the steady loop's mean `steady`."""
+        key = ("burst", inst.serial, n, isl, spread)
         b = self.results.get(key)
         if b is None:
-            P = np.full(n, isl, dtype=np.int64)
+            P = np.full(n, isl, dtype=np.int64) if spread is None else spread_lengths(isl, spread, n, 3)
             s = fastsim.run(np.zeros(n), P, np.ones(n, dtype=np.int64), inst.sizes, inst.cost, None, inst.budget,
                             "separate", inst.block)
             b = self.results[key] = float(np.mean(s["done"]))  # sent at 0: each one's stage time

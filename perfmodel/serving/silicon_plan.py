@@ -277,6 +277,12 @@ def plan(df, recipes=None) -> list[dict]:
                 wp, wd = rec["prefill_workers"], rec["decode_workers"]
                 (tp_p, dp_p), (tp_d, dp_d) = (_recipe_layout(rec, row, s) for s in ("prefill", "decode"))
                 r.update(workers="recipe", speculative=rec["speculative"], mtp=rec["mtp"])
+                if "NVIDIA/srt-slurm@" in rec["source"]:  # sa-bench's requests
+                    r.update(SA_BENCH)
+                    if rec["speculative"] == "mtp" and name in MTP_PRICED:
+                        r["assumed"] = "; ".join(x for x in (r["assumed"], "lengths fixed at ISL and OSL (the benchmark "
+                                                             f"drew them from {SA_BENCH['spread']:g} x each): speculative "
+                                                             "steps are simulated at one length") if x)
             else:
                 tp_p, dp_p = row["prefill_tp_size"], row["prefill_attention_dp_size"]
                 tp_d, dp_d = row["decode_tp_size"], row["decode_attention_dp_size"]
@@ -295,6 +301,10 @@ def plan(df, recipes=None) -> list[dict]:
 
 RECIPES = DATA.parent / "inferencex" / "disagg_workers.csv"
 _RECIPES: dict = {}
+# the benchmark of the disagg rows that ran an srt-slurm recipe: sa-bench (src/srtctl/benchmarks/scripts/sa-bench/
+# bench.sh, the same at every recipe commit the rows name, 75f6e32a3cfc to 5063eb432640): after 2 N warm-up prompts,
+# num_prompts=$((concurrency * 10)) measured, each length drawn by benchmark_serving.py with --random-range-ratio 0.8
+SA_BENCH = {"profile": 10, "spread": 0.8}
 
 
 def recipe_workers(path=None) -> dict:
@@ -312,7 +322,7 @@ def recipe_workers(path=None) -> dict:
                 "prefill_gpus": _int(r["prefill_gpus"]), "decode_gpus": _int(r["decode_gpus"]),
                 "prefill_dp_attn": {"true": True, "false": False}.get(r["prefill_dp_attn"]),
                 "decode_dp_attn": {"true": True, "false": False}.get(r["decode_dp_attn"]),
-                "speculative": r["speculative"], "mtp": _drafts(r)} for r in csv.DictReader(f)}
+                "speculative": r["speculative"], "mtp": _drafts(r), "source": r["source"]} for r in csv.DictReader(f)}
     return _RECIPES[p]
 
 
