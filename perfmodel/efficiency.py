@@ -111,6 +111,9 @@ class Impl:
     step_per_seq: float = 0.0
     host_step: float = 0.0
     host_per_seq: float = 0.0
+    # host time per op of a step that holds a prompt, which the engine runs outside its CUDA graphs (SGLang captures
+    # decode steps only): with `launch`, under max() with the device time
+    prefill_launch: float = 0.0
     engine: str = ""  # "vllm 0.24.0": whose measured kernel tables (perfmodel.kernels) price its ops
     engine_version: str = ""
     kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
@@ -279,7 +282,7 @@ def link_algorithms(raw, where: str) -> tuple[tuple, str]:
 
 
 IMPL_KEYS = {"name", "description", "source", "launch", "layer_overhead", "step_overhead", "kernels", "collectives",
-             "step_per_seq", "host_step", "host_per_seq", "engine", "kernel_tables", "accumulate"}
+             "step_per_seq", "host_step", "host_per_seq", "prefill_launch", "engine", "kernel_tables", "accumulate"}
 
 
 def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
@@ -290,7 +293,7 @@ def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
     vals = {}
     for f in ("launch", "layer_overhead", "step_overhead"):
         vals[f], src[f] = _time(data[f], where, f, d)
-    for f in ("step_per_seq", "host_step", "host_per_seq"):
+    for f in ("step_per_seq", "host_step", "host_per_seq", "prefill_launch"):
         if f in data:
             vals[f], src[f] = _time(data[f], where, f, d)
     if "engine" in data:

@@ -42,7 +42,7 @@ class Op:
 
     __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
                  "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link", "rows",
-                 "coll", "msg", "peers", "gemm", "keys", "attn", "moe")
+                 "coll", "msg", "peers", "gemm", "keys", "attn", "moe", "phase")
 
     def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
                  act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt="", comm_bytes=0.0,
@@ -70,6 +70,7 @@ class Op:
         # rows of the product that share one streamed operand (the weights of a matmul; a KV head for
         # the queries of its group): > 1 lets a BLAS library pack that operand (engine: gemm_weight_passes)
         self.rows = 1.0
+        self.phase = ""  # the step it belongs to (build_ops): "prefill" holds a prompt, "decode" does not
 
     @property
     def bytes_read(self):
@@ -503,6 +504,8 @@ def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
         ab = max((prec or Precision()).formats()[1].bits, 16) / 8  # activations handed on stay 16-bit
         sent = np.ceil(f(B) / lay.ep) * f(T) * model.D * ab
         ops.append(Op("pp_send", "", n, COMM, comm_bytes=sent, comm_steps=1, link="pp", coll="send", msg=sent, peers=2))
+    for op in ops:
+        op.phase = phase
     return ops
 
 

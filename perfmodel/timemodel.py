@@ -17,6 +17,7 @@ Per op instance, with P the tensor peak of its format, BW the datasheet bandwidt
                    bytes / (BW * e_attn_bw)                               (attention)
   device     t_gpu = max(t_c, t_m) + kernels * latency   (gemm_latency, attention_latency or kernel_latency)
   host       t_cpu = kernels * launch (+ layer_overhead on the first op of a layer)
+                     + kernels * prefill_launch     (a step holding a prompt, run outside the CUDA graphs)
   step       max(sum t_gpu, sum t_cpu) + step_overhead        (the host queues kernels ahead of the GPU)
 
   collective t = min over algorithms a of  steps_a(p) * latency_a + bytes_a(p, n) / (e_a * link bandwidth)
@@ -135,6 +136,7 @@ class TimeModel:
     step_per_seq: float = 0.0  # s per sequence in the step, not overlapped (the engine's step loop)
     host_step: float = 0.0  # s per step of host work an async scheduler overlaps with the GPU
     host_per_seq: float = 0.0  # s per sequence of that overlapped host work
+    prefill_launch: float = 0.0  # s of host time per op of a step that holds a prompt (no CUDA graph)
     kernels_table: object = None  # perfmodel.kernels.KernelSet: measured per-op times (None: the datasheet model)
     # fp16 GEMMs at the FP16-accumulate rate (peak_flops.fp16_acc16, where a part has a faster one): "max" for the
     # roofline (a bound takes the fastest rate), else the implementation's accumulate dtype (fp32 or fp16)
@@ -171,7 +173,7 @@ class TimeModel:
                          dict(a.attention_compute), a.attention_half_keys, a.attention_bandwidth, a.attention_latency,
                          dict(a.dequant), a.sm_count, a.gemm_tiles, impl.launch, impl.layer_overhead,
                          impl.step_overhead, dict(impl.kernels), link, net, where, impl.step_per_seq, impl.host_step,
-                         impl.host_per_seq, ks, impl.accumulate)
+                         impl.host_per_seq, impl.prefill_launch, ks, impl.accumulate)
 
     def ideal(self, hw: Hardware) -> "TimeModel":
         """This model with every efficiency 1, every overhead 0, no size limits, and collectives at the link's
@@ -181,7 +183,7 @@ class TimeModel:
         return replace(self, hbm=1.0, kernel_latency=0.0, gemm_latency=0.0, gemm=None, attn_compute=None,
                        attn_half_keys=0.0, attn_bandwidth=1.0, attn_latency=0.0, dequant=None, sm_count=None, tiles=(),
                        launch=0.0, layer_overhead=0.0, step_overhead=0.0, step_per_seq=0.0, host_step=0.0,
-                       host_per_seq=0.0, kernels_table=None, accumulate="max", kernels=None,
+                       host_per_seq=0.0, prefill_launch=0.0, kernels_table=None, accumulate="max", kernels=None,
                        link=algs(hw.link_algorithms or DEFAULT_LINK_ALGORITHMS), network=algs(NETWORK_ALGORITHMS))
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -329,7 +331,8 @@ class TimeModel:
                     tm_ = ks.alltoall_time(phase, D, topk, E, nodes, M)
                     if tm_ is not None:
                         t, src = tm_ + 0 * t, ks.source
-                out.append((0.0 * t, t, t, sent, self.launch, 0.0))
+                out.append((0.0 * t, t, t, sent, self.launch + (self.prefill_launch if op.phase == "prefill" else 0.0),
+                            0.0))
                 if sources is not None:
                     sources.append(src)
                 continue
@@ -380,7 +383,8 @@ class TimeModel:
                 src = ks.source
             else:
                 t_gpu = np.maximum(tc, tm) + pack + fixed + k * latency
-            t_cpu = k * self.launch + (self.layer_overhead if op.name == "attn_norm" else 0.0)
+            t_cpu = k * (self.launch + (self.prefill_launch if op.phase == "prefill" else 0.0)) + \
+                (self.layer_overhead if op.name == "attn_norm" else 0.0)
             t_step = 0.0
             if op.name == "embed":  # once per step: the engine loop's fixed host time
                 t_step, t_cpu = self.step_overhead, t_cpu + self.host_step  # host_step: overlapped, under max()

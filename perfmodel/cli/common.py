@@ -168,7 +168,9 @@ def mode_note(mode: str, impl=None, hardware=None, sets=None) -> str:
             lines.append(f"#   {hw.key}: HBM at {a.hbm_efficiency:.3g} of {hw.memory_bandwidth / 1e12:.3g} TB/s; GEMMs at "
                          f"{gemm} of peak; {a.kernel_latency * 1e6:.3g} us per kernel, {a.gemm_latency * 1e6:.3g} us per "
                          f"GEMM, {a.attention_latency * 1e6:.3g} us per attention kernel; host {im.launch * 1e6:.3g} us per "
-                         f"launch, {im.step_overhead * 1e6:.3g} us per step")
+                         f"launch, {im.step_overhead * 1e6:.3g} us per step"
+                         + (f", {im.prefill_launch * 1e6:.3g} us per op of a step holding a prompt (no CUDA graph)"
+                            if im.prefill_launch else ""))
             lines.append(kernels_note(hw, im))
     return "\n".join(x for x in lines if x)
 
