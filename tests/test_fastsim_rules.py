@@ -260,3 +260,38 @@ def test_without_chunked_prefill_a_prompt_runs_whole_when_it_fits_and_the_ones_b
     args = ([0.0, 1.0, 1.0], [50, 500, 10], [10, 2, 2], SIZES, _second, None, 300)
     assert list(fastsim.run(*args, "whole", 16)["first"]) == [1.0, 11.0, 12.0]
     assert list(fastsim.run(*args, "chunked", 16)["first"]) == [1.0, 3.0, 3.0]
+
+
+def test_sglang_takes_new_requests_every_recv_interval_decode_iterations_and_at_once_after_a_prefill():
+    """--scheduler-recv-interval 4, one second an iteration, SGLang's separate prefill: the counter restarts after A's
+    prefill (weight 1000) at t = 1 and reaches 4 after four decode iterations, at t = 5. B, arriving at t = 2.5, is
+    taken then (first token at 6, not 4); C at 6.5 waits for t = 10 (after B's prefill the count restarts at t = 6);
+    D arrives at an idle engine (t = 100) and is taken at once. Without the interval each is taken at the next
+    iteration."""
+    args = ([0.0, 2.5, 6.5, 100.0], [100, 100, 100, 100], [30, 2, 2, 2], SIZES, _second, None, 2048, "separate", 16)
+    assert list(fastsim.run(*args)["first"]) == [1.0, 4.0, 8.0, 101.0]
+    r = fastsim.run(*args, recv=4)
+    assert list(r["first"]) == [1.0, 6.0, 11.0, 101.0]
+    assert list(fastsim.run(*args, recv=1)["first"]) == [1.0, 4.0, 8.0, 101.0]  # 1: no skipper (maybe_create)
+
+
+def test_the_recv_interval_s_decode_leap_counts_the_iterations_it_leaps_over():
+    """The closed loop's decode leap (FastCost.decode_steps) prices many decode iterations at once: it must leave the
+    skipper's counter where stepping one iteration at a time leaves it, so every request time is the same either way,
+    in closed and open loops."""
+    from perfmodel.serving import make_traffic
+
+    m = load_model("llama-3.1-8b")
+    cost = fastsim.FastCost(StepCost(m, HW, Precision(), 16), 4096)
+    sizes = kv_sizes(m, HW)
+    for k in (3, 10, 30):
+        for rate, conc in ((None, 6), (20.0, None)):
+            tr = make_traffic(60, rate, None, "uniform:50,400", "uniform:20,120", 1, 0, k)
+            args = (tr.arrival, tr.prompt, tr.outputs[:, 0], sizes, cost, None, 4096, "separate", 16)
+            a = fastsim.run(*args, concurrency=conc, recv=k, leap=False)
+            b = fastsim.run(*args, concurrency=conc, recv=k, leap=True)
+            assert a["steps"] == b["steps"] and a["generated"] == b["generated"], (k, rate)
+            for key in ("first", "last", "done", "arrival"):
+                assert np.allclose(a[key], b[key], rtol=1e-9, atol=1e-12), (k, rate, key)
+            plain = fastsim.run(*args, concurrency=conc)
+            assert np.mean(b["first"] - b["arrival"]) > np.mean(plain["first"] - plain["arrival"])  # it waits

@@ -81,6 +81,8 @@ def test_a_point_s_batch_waiting_and_balancing_reach_the_simulation_as_its_engin
     silicon.Predictor("roofline")(p)
     assert (seen[-1]["wait"], seen[-1]["balance"]) == ((40, 0.8 * 8192), None)
     assert (seen[-1]["profile"], seen[-1]["spread"], seen[-1]["slots"]) == (10, 0.8, 64)
+    silicon.Predictor("roofline")(dict(agg_point, engine="sglang", recv=30))
+    assert seen[-1]["recv"] == 30 and seen[-1]["prefill"] == "separate"
     q = dict(p, layout=p["layout"].__class__(1, 1, 2, 1))  # attention DP over 2 ranks
     silicon.Predictor("roofline")(q)
     assert (seen[-1]["wait"], seen[-1]["balance"]) == (None, (2, 60, 0))
@@ -95,12 +97,14 @@ def test_benchmark_settings_read_each_engine_s_own_names_for_its_limits():
     bs = silicon_plan.benchmark_settings
     cfg = {"script": "s.sh@1", "num_prompts": "640", "random_range_ratio": "0.8", "max_num_tokens": "1152",
            "max_batch_size": "16", "batch_wait_timeout_iters": "40", "batch_wait_max_tokens_ratio": "0.8",
-           "adp_enable_balance": "true", "max_num_seqs": "4", "chunked_prefill_size": "32768"}
+           "adp_enable_balance": "true", "max_num_seqs": "4", "chunked_prefill_size": "32768",
+           "scheduler_recv_interval": "10"}
     out, why = bs(cfg, "trtllm", 64)
     assert why == "" and out == {"profile": 10, "spread": 0.8, "budget": 1152, "max_batch": 16,
                                  "batch_wait": (40, 0.8), "adp_balance": (50, 10)}
     assert bs(cfg, "vllm", 64)[0] == {"profile": 10, "spread": 0.8, "max_batch": 4}
-    assert bs(cfg, "sglang", 32)[0] == {"profile": 20, "spread": 0.8, "budget": 32768}
+    assert bs(cfg, "sglang", 32)[0] == {"profile": 20, "spread": 0.8, "budget": 32768, "recv": 10}
+    assert "recv" not in bs(dict(cfg, scheduler_recv_interval="1"), "sglang", 32)[0]  # 1: no skipper
     assert bs(dict(cfg, random_range_ratio="1.0"), "vllm", 64)[0] == {"profile": 10, "max_batch": 4}
 
 
@@ -123,6 +127,12 @@ def test_the_shipped_settings_plan_the_rows_that_ran_them(sample_plans):
     r = by["2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c64_tp8_0_ep8_0_976"]
     assert (r["adp_balance"], r["budget"], r["max_batch"]) == ((60, 0), 1152, 16)
     assert sorted(p["profile"] for p in by.values() if p.get("profile", 10) != 10) == [20] * 5 + [50] * 10
+    # DeepSeek-R1 fp4 on B200 under SGLang: dsr1_fp4_b200.sh sets --scheduler-recv-interval 10 below 16 clients, 30
+    # from 16 on; 284 rows, all SGLang on B200
+    assert by["2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c8_tp8_0_ep8_0_248"]["recv"] == 10
+    assert by["2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c64_tp8_0_ep8_0_271"]["recv"] == 30
+    recv = [p for p in by.values() if "recv" in p]
+    assert len(recv) == 284 and {(p["engine"], p["hardware"]) for p in recv} == {("sglang", "b200")}
     b300 = [p for i, p in by.items() if i.startswith("2026_03_25_minimax_m2_5_b300")]
     assert b300 and all("no launch script" in p["assumed"] and "profile" not in p for p in b300)
 

@@ -43,7 +43,7 @@ def fits_alone(sizes: KVSizes, block: int, prompt, out) -> np.ndarray:
 def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, prefill: str = "chunked",
         block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16,
         concurrency: int | None = None, leap: bool = True, log: list | None = None, progress=None,
-        wait: tuple | None = None, balance: tuple | None = None) -> dict:
+        wait: tuple | None = None, balance: tuple | None = None, recv: int | None = None) -> dict:
     """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
@@ -77,7 +77,12 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     timeout_iters, batching_wait_iters), chunked prefill only: prompts are held back while fewer prompts than `ranks`
     are ready (one on every rank, the router spreading them evenly), every rank has a decode (at least `ranks` of
     them) and fewer than `iters` iterations have held them; once every rank has one, they wait `batching` more
-    iterations while every rank decodes (RequestScheduler._balance_adp_context_requests)."""
+    iterations while every rank decodes (RequestScheduler._balance_adp_context_requests).
+    recv=k: SGLang's --scheduler-recv-interval k (SchedulerRecvSkipper, managers/scheduler_recv_skipper.py): the
+    scheduler takes new requests off its socket only when a counter reaches k; each loop adds the weight of the
+    batch it last ran, 1 for a decode batch and 1000 for any other (_WEIGHT_OF_FORWARD_MODE, _DEFAULT_WEIGHT), and
+    the counter restarts at 0 when it takes them. So during decoding a request waits up to k - 1 iterations to be
+    seen; after a prefill iteration, or on an idle engine (whose loop spins), it is seen at once."""
     arrival = np.array(arrival, dtype=np.float64)  # a copy: a closed loop writes the send times into it
     n = arrival.size
     issued = n
@@ -117,6 +122,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     b_ranks, b_iters, b_batch = (0, 0, 0) if balance is None else (int(balance[0]), int(balance[1]),
                                                                    int(balance[2]) if len(balance) > 2 else 0)
     batch_iters = 0  # TensorRT-LLM's _adp_ctx_batching_wait_iters_count
+    recv = int(recv) if recv and recv > 1 else 0  # SGLang: <= 1 is no skipper (SchedulerRecvSkipper.maybe_create)
+    r_count, r_weight, seen = 0, recv, t  # its counter, the weight the next loop adds, arrivals taken up to `seen`
 
     def free():
         return cap - blocks * bb - nseq * ps
@@ -139,8 +146,14 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
         a_w, o_w = arrival[lo:hi], np.maximum(O[lo:hi] - 1, 1)
 
     while True:
-        if nxt < n and arrival[nxt] <= t:
-            j = int(np.searchsorted(arrival, t, side="right"))
+        if recv:
+            r_count += r_weight
+            if r_count >= recv:
+                r_count, seen = 0, t
+        else:
+            seen = t
+        if nxt < n and arrival[nxt] <= seen:
+            j = int(np.searchsorted(arrival, seen, side="right"))
             waiting.extend(range(nxt, j))
             nxt = j
         m = rid.size
@@ -149,7 +162,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                 break
             if not math.isfinite(arrival[nxt]):  # closed loop with nothing in flight: cannot happen
                 raise RuntimeError("closed loop: no request in flight and none sent")
-            t = float(arrival[nxt])
+            t = max(t, float(arrival[nxt]))
+            r_weight = recv  # an idle loop spins: the request is taken at once
             continue
         # every running request gets the blocks of its held tokens, oldest first; a shortage preempts the newest
         preempted = 0
@@ -241,6 +255,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                         t += dt
                     busy += float(np.sum(dts))
                     rC, rK, rG = rC + k, rK + k, rG + k
+                    if recv:  # the k - 1 loops after this one each added 1 (no request arrived meanwhile)
+                        r_count, r_weight = (r_count + k - 1) % recv, 1
                     last[rid] = t
                     generated += m * k
                     steps += k
@@ -261,6 +277,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             t_end = t + dt
             rC = S
             madepos = None
+            r_weight = 1  # a decode batch
         else:
             many = todo > 1
             if prefill == "separate":
@@ -314,6 +331,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             t_end = t + dt
             rC[pos] = S
             madepos = pos[S >= rK[pos]]
+            r_weight = 1 if int(T.max()) == 1 else 1000  # a decode batch, or one with a prompt
         peak_running = max(peak_running, m)
         # the tokens produced
         if madepos is None:

@@ -12,8 +12,9 @@ A point is predicted by the serving simulator on the op list's step cost, with t
   in the decode steps in TensorRT-LLM, prefill batches of their own in SGLang (PREFILL), with the engine's default
   token budget (worker_budget), the KV cache as large as memory allows. An InferenceX row runs as its launch and
   benchmark scripts ran it (silicon_plan.agg_config): the rounds it measured (10 N, not AIPerf's 20 N), lengths
-  drawn from 0.8 L to L (spread_lengths), the scripts' token budget and cap on running requests, and TensorRT-LLM's
-  batch waiting and attention-DP balancing where they turned them on. AIPerf's profiling phase (20 N
+  drawn from 0.8 L to L (spread_lengths), the scripts' token budget and cap on running requests, TensorRT-LLM's
+  batch waiting and attention-DP balancing where they turned them on, and SGLang's --scheduler-recv-interval
+  (a request waits up to that many decode iterations to be taken; fastsim.run's recv). AIPerf's profiling phase (20 N
   requests) starts on an empty server once every warm-up response is back: the loop is simulated from empty,
   its first 2 N requests stand for the phase's first two rounds (the burst of N prompts sent at once), the
   `rounds` x N after them for its middle rounds, and the last N for its last round (profile_mean). TTFT =
@@ -170,11 +171,11 @@ class Predictor:
 
     def closed(self, inst: Instance, n: int, isl: int, osl: int, prefilled=False, prefill="chunked", slots=None,
                warmup=None, rounds=None, tokens=None, wait=None, balance=None, profile: int = PROFILE_ROUNDS,
-               spread: float | None = None) -> dict:
+               spread: float | None = None, recv: int | None = None) -> dict:
         """One worker's closed loop of n clients: mean TTFT, mean stage time and TPOT, request rate, in flight.
         tokens: the output tokens a request streams where the simulation runs fewer iterations (osl) than that
-        (speculative decoding emits several a step); TPOT is over tokens - 1. wait, balance: the engine's batch
-        waiting and attention-DP balancing (fastsim.run's). profile: the rounds of n requests the benchmark measures
+        (speculative decoding emits several a step); TPOT is over tokens - 1. wait, balance, recv: the engine's batch
+        waiting, attention-DP balancing and SGLang's receive interval (fastsim.run's). profile: the rounds of n requests the benchmark measures
         (profile_mean). spread: the benchmark draws each prompt and output length uniformly from int(L x spread) to
         L (benchmark_serving.py sample_random_requests, --random-range-ratio): they are those lengths, evenly spaced
         over the range and shuffled with a fixed seed, so that a prediction has the range's mean and spread without
@@ -185,7 +186,7 @@ class Predictor:
         if spread is not None and tokens != osl:
             raise ValueError("spread lengths with speculative steps are not simulated")
         key = (inst.serial, n, isl, osl, prefilled, prefill, slots, warmup, rounds, tokens, wait, balance, profile,
-               spread)
+               spread, recv)
         r = self.results.get(key)
         if r is not None:
             return r
@@ -200,7 +201,7 @@ class Predictor:
             raise SpecError("silicon", None, f"does not fit: one request's KV cache ({isl} + {osl} tokens) is more "
                                              f"than the {inst.sizes.capacity:.4g} B left after the weights")
         s = fastsim.run(np.zeros(total), P, O, inst.sizes, inst.cost, slots, inst.budget, prefill, inst.block,
-                        prefilled=prefilled, concurrency=n, wait=wait, balance=balance)
+                        prefilled=prefilled, concurrency=n, wait=wait, balance=balance, recv=recv)
         w = slice(warm, warm + rounds * n)
         sent, first, last, done = s["arrival"][w], s["first"][w], s["last"][w], s["done"][w]
         t_a, t_b = float(sent.min()), float(done.max())
@@ -237,7 +238,8 @@ class Predictor:
         balance = (dp, *p["adp_balance"]) if p.get("adp_balance") and dp > 1 else None
         r = self.closed(inst, p["concurrency"], isl, osl, prefill=PREFILL.get(p.get("engine"), "chunked"),
                         slots=slots, tokens=tokens, wait=wait, balance=balance,
-                        profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"))
+                        profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"),
+                        recv=p.get("recv"))
         return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
                 "request_rate": r["rate"],
                 "preempted": r["preempted"]}

@@ -374,8 +374,8 @@ def agg_config(path=None) -> dict:
 def benchmark_settings(cfg: dict | None, engine: str, n: int) -> tuple[dict, str]:
     """The plan's keys from a row's agg_config entry (silicon.Predictor.agg reads them): profile (rounds of n
     requests measured), spread (the length range's lower ratio), budget and max_batch (the engine's limits),
-    batch_wait (iterations, token ratio) and adp_balance (timeout, batching iterations); and a note where the
-    scripts did not say how many requests were measured."""
+    batch_wait (iterations, token ratio) and adp_balance (timeout, batching iterations), recv (SGLang's
+    --scheduler-recv-interval); and a note where the scripts did not say how many requests were measured."""
     if cfg is None:
         return {}, ""
     if "script" not in cfg:
@@ -394,6 +394,8 @@ def benchmark_settings(cfg: dict | None, engine: str, n: int) -> tuple[dict, str
         out["budget"] = _int(cfg[tokens])
     if _int(cfg.get(seqs)):
         out["max_batch"] = _int(cfg[seqs])
+    if engine == "sglang" and (_int(cfg.get("scheduler_recv_interval")) or 0) > 1:
+        out["recv"] = _int(cfg["scheduler_recv_interval"])  # --scheduler-recv-interval (fastsim.run's recv)
     if engine == "trtllm":
         w = (_int(cfg.get("batch_wait_timeout_iters")) or 0, _num(cfg.get("batch_wait_max_tokens_ratio")))
         if w[0] and math.isfinite(w[1]):

@@ -70,7 +70,7 @@ def pick(d,*ks):
         if k in d: return d[k]
     return None
 TRT=['max_num_tokens','max_batch_size','enable_attention_dp','batch_wait_timeout_iters','batch_wait_max_tokens_ratio','adp_enable_balance','adp_timeout_iters','adp_batching_wait_iters','enable_chunked_prefill','stream_interval','cuda_graph_max_batch_size','kv_free_mem_fraction']
-SGL=['chunked_prefill_size','max_running_requests','max_prefill_tokens','cuda_graph_max_bs','enable_dp_attention','mem_fraction_static','stream_interval','schedule_policy']
+SGL=['chunked_prefill_size','max_running_requests','max_prefill_tokens','cuda_graph_max_bs','enable_dp_attention','mem_fraction_static','stream_interval','schedule_policy','scheduler_recv_interval']
 VLLM=['max_num_batched_tokens','max_num_seqs','enable_chunked_prefill','gpu_memory_utilization','async_scheduling','max_model_len']
 def settings(res):
     """column -> (value, source key) for the engine of this run"""

@@ -18,7 +18,7 @@ PAT={'num_prompts':r'num.prompts','num_warmups':r'num.warmups','random_range_rat
      'enable_chunked_prefill':r'enable.chunked.prefill','stream_interval':r'stream.interval','cuda_graph_max_batch_size':r'cuda_graph_config|cuda_graph_batch_sizes',
      'kv_free_mem_fraction':r'free_gpu_memory_fraction','chunked_prefill_size':r'chunked-prefill-size','max_running_requests':r'max-running-requests',
      'max_prefill_tokens':r'max-prefill-tokens','cuda_graph_max_bs':r'cuda-graph-max-bs','enable_dp_attention':r'enable-dp-attention',
-     'mem_fraction_static':r'mem-fraction-static','schedule_policy':r'schedule-policy','max_num_batched_tokens':r'max.num.batched.tokens',
+     'mem_fraction_static':r'mem-fraction-static','scheduler_recv_interval':r'scheduler.recv.interval|SCHEDULER_RECV_INTERVAL','schedule_policy':r'schedule-policy','max_num_batched_tokens':r'max.num.batched.tokens',
      'max_num_seqs':r'max.num.seqs','gpu_memory_utilization':r'gpu.memory.utilization','async_scheduling':r'async.scheduling','max_model_len':r'max.model.len'}
 ENGCOLS={'trtllm':TRT,'sglang':SGL,'vllm':VLLM}
 FWE={'trt':'trtllm','sglang':'sglang','vllm':'vllm'}
