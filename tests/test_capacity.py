@@ -528,3 +528,115 @@ def test_the_token_budget_is_none_in_any_case_or_a_whole_number_of_at_least_one(
     else:
         with pytest.raises(SpecError, match="--token-budget"):
             cap.run(**kw, workers=1, estimate_only=True)
+
+
+def _node_spec(tmp_path, per_node):
+    p = tmp_path / f"h100-{per_node}.yaml"
+    dpn = "null" if per_node is None else f'{{value: {per_node}, source: "test: devices a node"}}'
+    p.write_text(f"base: h100-sxm\nname: H100, {per_node} a node\ndevices_per_node: {dpn}\n")
+    return str(p)
+
+
+def test_a_row_crosses_nodes_when_its_largest_collective_group_outgrows_a_node(tmp_path):
+    """A colocated row's group is one replica's tp x ep; a disaggregated row's is its larger pool instance (prefill
+    tp 2 with decode tp 1 on one-device nodes crosses); a spec without devices_per_node has one device a node."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+
+    base = {"model": "llama-3.2-1b", "gpus": 4, "prompt_len": "uniform:32,128", "output_len": "uniform:16,48",
+            "seeds": 1, "requests": 200}
+    for per_node in (1, None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t, _ = cap.run(**fleet._kwargs({**base, "hardware": _node_spec(tmp_path, per_node),
+                                            "disaggregate": per_node == 1}), workers=1)
+        for i, serving in enumerate(t["serving"]):
+            group = (max(t["prefill_tp"][i], t["decode_tp"][i]) if serving == "disaggregated"
+                     else t["tp"][i] * t["ep"][i])
+            assert bool(t["crosses_nodes"][i]) == (group > 1), (per_node, serving, group)
+        assert any(t["crosses_nodes"]) and not all(t["crosses_nodes"])
+    dis = [i for i, s in enumerate(t["serving"]) if s == "disaggregated"]
+    assert not dis  # the second spec ran colocated only
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, _ = cap.run(**fleet._kwargs({**base, "hardware": _node_spec(tmp_path, 1), "disaggregate": True}), workers=1)
+    mixed = [i for i, s in enumerate(t["serving"]) if s == "disaggregated" and t["prefill_tp"][i] != t["decode_tp"][i]]
+    assert mixed and all(t["crosses_nodes"][i] for i in mixed)  # 2 and 1: the larger pool crosses
+
+
+@pytest.mark.parametrize("requests, conc, n", [(None, 8, 200), (None, 50, 500), (1000, 8, 1000)])
+def test_a_closed_loop_is_estimated_at_its_seeds_runs_of_the_larger_of_the_requests_ten_n_and_200(requests, conc, n):
+    """--concurrency N: each seed runs one closed loop of max(--requests, 10 N, 200) requests, each generating the
+    mean output: the estimate is seeds x that x mean output, per layout, at the layout's cost weight (1: dense)."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+    from perfmodel.serving.slo import Workload
+
+    kw = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4", "tp": 1, "prompt_len": "uniform:32,128",
+                        "output_len": "uniform:16,48", "seeds": 2, "requests": requests, "concurrency": conc})
+    wl = Workload("uniform:32,128", "uniform:16,48", "1s", "50ms", 99, 2, 0, requests, 0.05)
+    assert cap.run(**kw, workers=1, estimate_only=True) == pytest.approx(2 * n * wl.mean_output, rel=1e-12)
+
+
+def test_disaggregated_searches_are_estimated_per_device_type_per_pool_layout_plus_the_coupled_checks():
+    """--disaggregate adds, per device type, one decode-pool search per distinct pool layout (tp, ep) and
+    disagg.VERIFY coupled ones, each the size of the largest colocated search at the heaviest cost weight."""
+    from perfmodel.serving import disagg, fleet
+    from perfmodel.serving import capacity as cap
+    from perfmodel.serving.slo import Workload, cost_weight
+
+    base = {"model": "llama-3.2-1b", "gpus": 2, "prompt_len": "uniform:32,128", "output_len": "uniform:16,48",
+            "seeds": 1}
+    m = load_model("llama-3.2-1b")
+    wl = Workload("uniform:32,128", "uniform:16,48", "1s", "50ms", 99, 1, 0, None, 0.05)
+    knobs = {"slots": 256, "budget": 2048, "block": 16, "quantum": 16}
+    for hws in (["l4"], ["l4", "h100-sxm"]):
+        kw = fleet._kwargs({**base, "hardware": ",".join(hws)})
+        col = cap.run(**kw, workers=1, estimate_only=True)
+        dis = cap.run(**{**kw, "disaggregate": True}, workers=1, estimate_only=True)
+        preps, lays_all = [], []
+        for h in hws:
+            hw = load_hardware(h)
+            lays, _ = cap.layouts_for(m, hw, 2, None, 1, 1, 1)
+            lays_all += lays
+            preps += [cap.prepare(m, hw, Precision(), lay, "roofline", None, wl, knobs, {}) for lay in lays]
+        preps = [p for p in preps if isinstance(p, tuple)]
+        biggest = max(p[2] for p in preps)
+        weight = max(cost_weight(p[0]) for p in preps)
+        pools = len({(l.tp, l.ep) for l in lays_all})
+        assert pools == 2 and len({p[2] for p in preps}) > 1  # tp 1 and tp 2; searches of different sizes
+        want = len(hws) * (pools + disagg.VERIFY) * cap.search_tokens(wl, biggest) * weight
+        assert dis - col == pytest.approx(want, rel=1e-12)
+
+
+def test_the_longest_request_may_fill_the_model_s_context_but_not_exceed_it():
+    """prompt + output = max_context (Llama 2 13B: 4,096) is simulated; one token more is refused, naming both
+    options."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+
+    def est(p, o):
+        return cap.run(**fleet._kwargs({"model": "llama-2-13b", "hardware": "h100-sxm", "tp": 1, "prompt_len": p,
+                                        "output_len": o, "seeds": 1}), workers=1, estimate_only=True)
+    assert est("3000", "1096") > 0
+    with pytest.raises(SpecError, match="--prompt-len/--output-len.*4096"):
+        est("3000", "1097")
+    with pytest.raises(SpecError, match="--prompt-len/--output-len"):
+        est("uniform:100,3000", "uniform:10,1097")  # the longest of each: 3,000 + 1,097
+
+
+def test_plots_keep_every_search_disaggregated_pools_included():
+    """keep=True (the capacity plot's path) runs the searches in this process and returns each one's instance and
+    trace with its row, the disaggregated pools' rows too."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+
+    kw = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4", "gpus": 2, "prompt_len": "uniform:32,128",
+                        "output_len": "uniform:16,48", "seeds": 1, "requests": 200, "disaggregate": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, s = cap.run(**kw, workers=1, keep=True)
+    kinds = set(t["serving"])
+    assert kinds == {"colocated", "disaggregated"}
+    assert {x["row"]["serving"] for x in s["searches"]} == {"colocated", "disaggregated"}
+    assert len(s["searches"]) == len(t["serving"])  # one kept search a row
