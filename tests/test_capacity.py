@@ -565,17 +565,36 @@ def test_a_row_crosses_nodes_when_its_largest_collective_group_outgrows_a_node(t
 
 
 @pytest.mark.parametrize("requests, conc, n", [(None, 8, 200), (None, 50, 500), (1000, 8, 1000)])
-def test_a_closed_loop_is_estimated_at_its_seeds_runs_of_the_larger_of_the_requests_ten_n_and_200(requests, conc, n):
+@pytest.mark.parametrize("model, hardware, lay, weight", [("llama-3.2-1b", "l4", {"tp": 1}, 1.0),
+                                                          ("mixtral-8x7b", "h100-sxm", {"tp": 1, "ep": 2}, 5.0)])
+def test_a_closed_loop_is_estimated_at_its_seeds_runs_of_the_larger_of_the_requests_ten_n_and_200(
+        requests, conc, n, model, hardware, lay, weight):
     """--concurrency N: each seed runs one closed loop of max(--requests, 10 N, 200) requests, each generating the
-    mean output: the estimate is seeds x that x mean output, per layout, at the layout's cost weight (1: dense)."""
+    mean output: the estimate is seeds x that x mean output, per layout, at the layout's cost weight (1 for a dense
+    layout, 5 where steps are priced row by row: expert parallelism)."""
     from perfmodel.serving import fleet
     from perfmodel.serving import capacity as cap
     from perfmodel.serving.slo import Workload
 
-    kw = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4", "tp": 1, "prompt_len": "uniform:32,128",
+    kw = fleet._kwargs({"model": model, "hardware": hardware, **lay, "prompt_len": "uniform:32,128",
                         "output_len": "uniform:16,48", "seeds": 2, "requests": requests, "concurrency": conc})
     wl = Workload("uniform:32,128", "uniform:16,48", "1s", "50ms", 99, 2, 0, requests, 0.05)
-    assert cap.run(**kw, workers=1, estimate_only=True) == pytest.approx(2 * n * wl.mean_output, rel=1e-12)
+    assert cap.run(**kw, workers=1, estimate_only=True) == pytest.approx(2 * n * wl.mean_output * weight, rel=1e-12)
+
+
+@pytest.mark.parametrize("block, ok", [(1, True), (0, False)])
+def test_a_kv_block_is_at_least_one_token(block, ok):
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+
+    kw = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4", "tp": 1, "prompt_len": "uniform:32,128",
+                        "output_len": "uniform:16,48", "seeds": 1})
+    kw["block_size"] = block
+    if ok:
+        assert cap.run(**kw, workers=1, estimate_only=True) > 0
+    else:
+        with pytest.raises(SpecError, match="--block-size"):
+            cap.run(**kw, workers=1, estimate_only=True)
 
 
 def test_disaggregated_searches_are_estimated_per_device_type_per_pool_layout_plus_the_coupled_checks():
@@ -607,6 +626,23 @@ def test_disaggregated_searches_are_estimated_per_device_type_per_pool_layout_pl
         assert pools == 2 and len({p[2] for p in preps}) > 1  # tp 1 and tp 2; searches of different sizes
         want = len(hws) * (pools + disagg.VERIFY) * cap.search_tokens(wl, biggest) * weight
         assert dis - col == pytest.approx(want, rel=1e-12)
+    # Mixtral on two H100s: tp 2 (weight 1) and ep 2 (weight 5, priced row by row): the heaviest weight counts
+    m, hw = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
+    kw = fleet._kwargs({**base, "model": "mixtral-8x7b", "hardware": "h100-sxm"})
+    lays, _ = cap.layouts_for(m, hw, 2, None, 1, 1, 1)
+    preps = [p for p in (cap.prepare(m, hw, Precision(), lay, "roofline", None, wl, knobs, {}) for lay in lays)
+             if isinstance(p, tuple)]
+    assert sorted({cost_weight(p[0]) for p in preps}) == [1.0, 5.0]
+    want = (len({(l.tp, l.ep) for l in lays}) + disagg.VERIFY) * cap.search_tokens(wl, max(p[2] for p in preps)) * 5.0
+    dis = cap.run(**{**kw, "disaggregate": True}, workers=1, estimate_only=True)
+    assert dis - cap.run(**kw, workers=1, estimate_only=True) == pytest.approx(want, rel=1e-12)
+    # a model that fits no layout: no colocated search to size them by, so 1,000 requests (or --requests) at weight 1
+    for req, n in ((None, 1000), (400, 400)):
+        kw = fleet._kwargs({**base, "model": "llama-3.1-70b", "hardware": "l4", "gpus": 1, "requests": req})
+        wl_r = Workload("uniform:32,128", "uniform:16,48", "1s", "50ms", 99, 1, 0, req, 0.05)
+        assert cap.run(**kw, workers=1, estimate_only=True) == 0  # nothing colocated to simulate
+        dis = cap.run(**{**kw, "disaggregate": True}, workers=1, estimate_only=True)
+        assert dis == pytest.approx((1 + disagg.VERIFY) * cap.search_tokens(wl_r, n), rel=1e-12)
 
 
 def test_the_longest_request_may_fill_the_model_s_context_but_not_exceed_it():
@@ -640,3 +676,11 @@ def test_plots_keep_every_search_disaggregated_pools_included():
     assert kinds == {"colocated", "disaggregated"}
     assert {x["row"]["serving"] for x in s["searches"]} == {"colocated", "disaggregated"}
     assert len(s["searches"]) == len(t["serving"])  # one kept search a row
+    # one layout given (tp 1 x 2 replicas): its two devices split into the pools too
+    kw = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4", "tp": 1, "replicas": 2, "seeds": 1,
+                        "prompt_len": "uniform:32,128", "output_len": "uniform:16,48", "requests": 200,
+                        "disaggregate": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, s = cap.run(**kw, workers=1, keep=True)
+    assert list(t["serving"]) == ["colocated", "disaggregated"] and t["devices"][1] == 2
