@@ -101,6 +101,7 @@ class _Builder:
                  layout: Layout, share: float):
         lay = layout
         self.tp, self.ep, self.share = lay.tp, lay.ep, share
+        self.experts = lay.experts
         # per device: ceil(B/ep) whole sequences on the busiest one (expert groups run attention
         # data-parallel, each on sequences of its own), N/tp query heads, K/tp KV heads (replicated
         # when K < tp), d_ff/tp, vocab/tp; all tokens Mg of the replica route to the experts
@@ -376,7 +377,9 @@ class _Builder:
         if group == "experts":  # the fused MoE kernel's shape (perfmodel.kernels prices both GEMMs by it)
             e = m.moe
             up = self.ops[-3]
-            up.moe = down.moe = (self.Mg, D, e.d_ff_expert, e.n_active, e.n_experts, self.tp, self.ep)
+            # a tp group that holds whole experts (TEP) runs the expert-parallel kernel over tp x ep devices
+            mt, me = (1, self.tp * self.ep) if self.experts == "ep" else (self.tp, self.ep)
+            up.moe = down.moe = (self.Mg, D, e.d_ff_expert, e.n_active, e.n_experts, mt, me)
 
     def moe(self, g, n):
         e, M, D, ep = self.m.moe, self.M, self.m.D, self.ep
@@ -531,6 +534,9 @@ def check_layout(m: Model, lay: Layout) -> None:
                                       f"heads, not divisible by tp={lay.tp}")
     if m.moe and m.moe.n_experts % lay.ep:
         raise SpecError("--ep", None, f"{m.name} has {m.moe.n_experts} experts, not divisible by ep={lay.ep}")
+    if lay.experts == "ep" and m.moe and m.moe.n_experts % (lay.tp * lay.ep):
+        raise SpecError("experts=", None, f"{m.name} has {m.moe.n_experts} experts, not divisible over "
+                                          f"tp x ep = {lay.tp * lay.ep} devices")
     if lay.microbatches is not None and lay.microbatches < 1:
         raise SpecError("--microbatches", None, "must be at least 1")
 

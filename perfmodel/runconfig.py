@@ -24,6 +24,10 @@ class Layout:
         on B/ep of the batch, with an all-to-all dispatch and combine per MoE layer.
     replicas: independent copies (data parallel): latency unchanged, throughput x replicas.
     microbatches: in-flight micro-batches of a pipeline (default pp, which keeps it full).
+    experts: how a tp group holds the experts of a MoE layer: "tp" (each expert's d_ff split over the group) or "ep"
+        (whole experts spread over the group, TensorRT-LLM's and SGLang's "TEP": attention tensor-parallel, experts
+        expert-parallel). The same weights, FLOPs and bytes per device and the same all-reduce; the measured MoE
+        kernel that prices them is the expert-parallel one (perfmodel.kernels).
     """
 
     tp: int = 1
@@ -31,6 +35,7 @@ class Layout:
     ep: int = 1
     replicas: int = 1
     microbatches: int | None = None
+    experts: str = "tp"
 
     def __post_init__(self):  # checked when made, so no code path meets a bad layout (the CLI's messages)
         from .errors import SpecError
@@ -42,6 +47,8 @@ class Layout:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise SpecError(f"{k}=", None, f"must be a positive integer, got {v!r}")
             object.__setattr__(self, k, int(v))
+        if self.experts not in ("tp", "ep"):
+            raise SpecError("experts=", None, f"must be tp or ep (how a tp group holds the experts), got {self.experts!r}")
         if self.devices > MAX_GPUS:
             raise SpecError("tp=/pp=/ep=/replicas=", None, f"{self.devices:,} devices (tp x pp x ep x replicas), "
                                                                f"over the {MAX_GPUS:,} this calculator takes")

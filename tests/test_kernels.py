@@ -496,3 +496,37 @@ def test_vllm_s_block_scaled_fp8_tables_price_nothing_and_the_other_engines_keep
           "--act-dtype", "fp8", "--mode", "achievable", "--impl", "vllm-0.24"])
     out = capsys.readouterr().out
     assert "not used: gemm fp8_block (" in out and "the per-tensor fp8 kernels' time at the same shapes)" in out
+
+
+def test_a_tp_group_that_holds_whole_experts_moves_the_same_bytes_and_is_priced_by_the_expert_parallel_kernel():
+    """Layout(experts="ep") (TEP: attention tensor-parallel, experts expert-parallel over the group): the op list is
+    the same (FLOPs, bytes, collectives), only the measured MoE kernel that prices it is the expert-parallel one;
+    the roofline does not change, and a dense model or a bad value is refused or ignored as it should be."""
+    m, hw = load_model("deepseek-v3"), load_hardware("gb300")
+    prec = Precision("fp8-b128", "fp8", "fp8")
+    a, b = (build_ops(m, 4.0, 1.0, 4096.0, "decode", prec, layout=Layout(8, experts=x)) for x in ("tp", "ep"))
+    for x, y in zip(a, b):
+        assert (x.name, x.flops, x.bytes, x.comm_bytes, x.coll) == (y.name, y.flops, y.bytes, y.comm_bytes, y.coll)
+        if x.moe is not None and x.kind == MATMUL:
+            assert x.moe[5:] == (8, 1) and y.moe[5:] == (1, 8)
+    roof = [engine.mixed_step(m, hw, [1] * 4, [4096] * 4, prec, layout=Layout(8, experts=x))["latency_s"]
+            for x in ("tp", "ep")]
+    assert roof[0] == roof[1]
+    with pytest.raises(pm.SpecError, match="experts="):
+        Layout(8, experts="dp")
+
+
+@needs_aic
+def test_trtllm_s_expert_parallel_moe_kernel_is_the_faster_one_at_a_decode_batch_on_blackwell():
+    """AIConfigurator's TensorRT-LLM 1.3 MoE tables on GB300, fp8 block-scaled DeepSeek experts at one token: the
+    tensor-parallel kernel over 8 GPUs takes about 17x its ideal time, the expert-parallel one about 8x; a TEP decode
+    step of DeepSeek-V3 on 8 GB300s is faster priced by the kernel the engine ran."""
+    m, hw, ip = load_model("deepseek-v3"), load_hardware("gb300"), load_impl("trtllm-1.3")
+    ks = kernels.load(hw, "trtllm", "1.3.0rc20")
+    tp8 = ks.moe_ratio(["fp8_block", "fp8"], (7168, 2048, 8, 256, 8, 1), 1)
+    ep8 = ks.moe_ratio(["fp8_block", "fp8"], (7168, 2048, 8, 256, 1, 8), 1)
+    assert tp8 > 2 * ep8 > 2
+    prec = Precision("fp8-b128", "fp8", "fp8")
+    t = [engine.mixed_step(m, hw, [1], [9000], prec, layout=Layout(8, experts=x), mode="achievable",
+                           impl=ip)["latency_s"] for x in ("tp", "ep")]
+    assert t[1] < 0.8 * t[0]

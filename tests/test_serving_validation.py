@@ -257,12 +257,13 @@ def test_the_recipe_table_names_only_disagg_rows_without_worker_counts_and_says_
 
 def test_a_disagg_row_without_worker_counts_takes_its_workers_and_layouts_from_its_recipe(sample, tmp_path):
     """InferenceX's recipe c32_ctx1_gen9_tep8 (h200, 1k/1k, 288 clients): one prefill worker of 8 GPUs with
-    attention DP, nine decode workers of tensor-parallel 8. A row not in the table keeps the assumption."""
+    attention DP, nine decode workers of tensor-parallel 8 holding whole experts (tep8: the experts expert-parallel
+    over the 8). A row not in the table keeps the assumption."""
     i = "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_disagg_1024x1024_c288_tp8_0_ep8_0_353"
     p = silicon.plan(sample[sample["id"] == i])[0]
     assert (p["status"], p["workers"], p["speculative"]) == ("ok", "recipe", "none")
     assert (p["prefill_workers"], p["decode_workers"]) == (1, 9)
-    assert p["layout"] == Layout(1, 1, 8) and p["decode_layout"] == Layout(8, 1, 1)
+    assert p["layout"] == Layout(1, 1, 8) and p["decode_layout"] == Layout(8, 1, 1, experts="ep")
     assert p["assumed"] == ""
     empty = tmp_path / "none.csv"
     empty.write_text(silicon.RECIPES.read_text().splitlines()[0] + "\n")

@@ -207,3 +207,26 @@ def test_an_mtp_disagg_point_keeps_fixed_lengths(disagg_plans, monkeypatch):
     monkeypatch.setattr(silicon.Predictor, "closed", closed)
     silicon.Predictor("roofline")(dict(p, isl=256, osl=8, concurrency=2))
     assert spreads and set(spreads) == {None}
+
+
+def test_rows_that_ran_tep_hold_whole_experts_in_their_tp_group(sample_plans, disagg_plans):
+    """An agg run named ..._tp8_ep8_ without attention DP ran TEP (the experts expert-parallel over its 8 GPUs);
+    tp8_ep1 ran them tensor-parallel; with attention DP (DEP) the layout already spreads them. A disagg recipe's
+    decode workers named gen<n>_tep<k> ran TEP, gen<n>_dep<k> attention DP."""
+    tep = {i: p for i, p in sample_plans.items() if p["status"] == "ok" and p["layout"].experts == "ep"}
+    assert tep and all(p["layout"].ep == 1 and p["layout"].tp > 1 for p in tep.values())
+    named = [i for i in tep if silicon_plan.re.search(r"_tp(\d+)_ep\1_", i)]
+    assert len(named) > 100
+    for i, p in sample_plans.items():
+        m = silicon_plan.re.search(r"_tp(\d+)_ep(\d+)_", i)
+        if p["status"] == "ok" and m and m[1] != m[2]:
+            assert p["layout"].experts == "tp", i
+    rec = silicon.recipe_workers()
+    for i, p in disagg_plans.items():
+        if p["status"] != "ok" or i not in rec:
+            continue
+        src = rec[i]["source"]
+        assert (p["decode_layout"].experts == "ep") == bool(silicon_plan.re.search(r"_gen\d+_tep\d+_", src)), i
+        assert p["layout"].experts == "tp"
+    assert silicon_plan.tep_decode("recipes/trtllm/gb300-fp4/1k1k/mtp/ctx1_gen4_tep8_batch8_eplb0_mtp3.yaml")
+    assert not silicon_plan.tep_decode("recipes/trtllm/gb200-fp4/1k8k/stp/ctx1_gen1_dep32_batch64_eplb0_mtp0.yaml")

@@ -148,8 +148,9 @@ def concurrency(row) -> int | None:
     return None if b is None or w is None else b * w * d
 
 
-def _layout(model, tp, adp) -> tuple[Layout | None, str]:
-    """AIConfigurator's worker layout (tp, attention_dp) as perfmodel's, or None and why not."""
+def _layout(model, tp, adp, experts: str = "tp") -> tuple[Layout | None, str]:
+    """AIConfigurator's worker layout (tp, attention_dp) as perfmodel's, or None and why not; experts "ep": the tp
+    group holds whole experts (TEP, tep_experts)."""
     t, d = _int(tp), _int(adp) or 1
     if t is None:
         return None, "no tp_size"
@@ -159,7 +160,29 @@ def _layout(model, tp, adp) -> tuple[Layout | None, str]:
         return None, f"tp {t} does not divide {model.N} heads / {model.K} KV heads"
     if d > 1 and model.moe.n_experts % d:
         return None, f"{model.moe.n_experts} experts do not split over {d} attention-DP groups"
-    return Layout(t, 1, d, 1), ""
+    if experts == "ep" and (not model.moe or t * d < 2 or model.moe.n_experts % (t * d)):
+        experts = "tp"  # nothing to spread, or whole experts do not split: priced tensor-parallel
+    return Layout(t, 1, d, 1, experts=experts), ""
+
+
+def tep_experts(row, tp: int | None, dp: int) -> str:
+    """"ep" where an agg row's tp group held whole experts (attention tensor-parallel, experts expert-parallel: TEP),
+    else "tp". InferenceX names a run by its GPUs and the expert parallelism within them (..._tp8_ep8_...), and runs
+    attention DP where the sample's attention_dp_size says so: an id whose ep is its tp, without attention DP, ran
+    TEP. Without such an id, the sample's own split says it: moe_tp 1 and moe_ep the worker's tp."""
+    if not tp or tp < 2 or dp > 1:
+        return "tp"
+    m = re.search(r"_tp(\d+)_ep(\d+)_", str(row["id"]))
+    if m is not None:
+        return "ep" if int(m[1]) == int(m[2]) == tp else "tp"
+    return "ep" if _int(row.get("moe_tp_size")) == 1 and _int(row.get("moe_ep_size")) == tp else "tp"
+
+
+def tep_decode(source: str) -> bool:
+    """Whether a disagg row's recipe ran its decode workers TEP: srt-slurm's TensorRT-LLM recipes name the decode
+    workers gen<n>_tep<k> (attention tensor-parallel over k GPUs, the experts expert-parallel over them; the
+    InferenceX yaml's decode entry: tp k, ep k, dp-attn false) or gen<n>_dep<k> (attention DP)."""
+    return re.search(r"_gen\d+_tep\d+_", str(source)) is not None
 
 
 def agg_parallel(row) -> tuple:
@@ -265,7 +288,7 @@ def plan(df, recipes=None) -> list[dict]:
                 if spec[0] == "mtp" and name not in MTP_PRICED:
                     r["assumed"] = "; ".join(x for x in (r["assumed"], f"ran MTP with {spec[1]} drafts, priced one "
                                                          f"token a step: no published acceptance for {name}") if x)
-            lay, why = _layout(m, tp, dp)
+            lay, why = _layout(m, tp, dp, tep_experts(row, tp, dp))
             if lay is None:
                 r["reason"] = why
                 continue
@@ -288,7 +311,7 @@ def plan(df, recipes=None) -> list[dict]:
                 tp_d, dp_d = row["decode_tp_size"], row["decode_attention_dp_size"]
                 r["workers"] = "recorded" if wp is not None and wd is not None else "assumed"
             lp, why_p = _layout(m, tp_p, dp_p)
-            ld, why_d = _layout(m, tp_d, dp_d)
+            ld, why_d = _layout(m, tp_d, dp_d, "ep" if rec is not None and tep_decode(rec["source"]) else "tp")
             if lp is None or ld is None:
                 r["reason"] = f"prefill: {why_p}" if lp is None else f"decode: {why_d}"
                 continue
