@@ -498,17 +498,21 @@ def test_vllm_s_block_scaled_fp8_tables_price_nothing_and_the_other_engines_keep
     assert "not used: gemm fp8_block (" in out and "the per-tensor fp8 kernels' time at the same shapes)" in out
 
 
-def test_a_tp_group_that_holds_whole_experts_moves_the_same_bytes_and_is_priced_by_the_expert_parallel_kernel():
+@pytest.mark.parametrize("name", ["deepseek-v3", "mixtral-8x7b", "deepseek-v2-lite", "qwen3-30b-a3b", "gpt-oss-20b",
+                                  "llama-3.1-8b"])
+def test_a_tp_group_that_holds_whole_experts_moves_the_same_bytes_and_is_priced_by_the_expert_parallel_kernel(name):
     """Layout(experts="ep") (TEP: attention tensor-parallel, experts expert-parallel over the group): the op list is
-    the same (FLOPs, bytes, collectives), only the measured MoE kernel that prices it is the expert-parallel one;
-    the roofline does not change, and a dense model or a bad value is refused or ignored as it should be."""
-    m, hw = load_model("deepseek-v3"), load_hardware("gb300")
-    prec = Precision("fp8-b128", "fp8", "fp8")
+    the same (FLOPs, bytes, collectives) for every MoE kind and for a dense model, only the key of the measured MoE
+    kernel that prices the experts is the expert-parallel one; the roofline does not change; a bad value is
+    refused in one line."""
+    m, hw = load_model(name), load_hardware("gb300")
+    prec = Precision("bf16")
     a, b = (build_ops(m, 4.0, 1.0, 4096.0, "decode", prec, layout=Layout(8, experts=x)) for x in ("tp", "ep"))
     for x, y in zip(a, b):
         assert (x.name, x.flops, x.bytes, x.comm_bytes, x.coll) == (y.name, y.flops, y.bytes, y.comm_bytes, y.coll)
         if x.moe is not None and x.kind == MATMUL:
             assert x.moe[5:] == (8, 1) and y.moe[5:] == (1, 8)
+    assert any(x.moe is not None for x in a) == bool(m.moe)
     roof = [engine.mixed_step(m, hw, [1] * 4, [4096] * 4, prec, layout=Layout(8, experts=x))["latency_s"]
             for x in ("tp", "ep")]
     assert roof[0] == roof[1]
