@@ -684,3 +684,18 @@ def test_plots_keep_every_search_disaggregated_pools_included():
         warnings.simplefilter("ignore")
         t, s = cap.run(**kw, workers=1, keep=True)
     assert list(t["serving"]) == ["colocated", "disaggregated"] and t["devices"][1] == 2
+
+
+def test_a_disaggregated_row_that_does_not_fit_names_no_pools_and_crosses_no_node():
+    """Llama 3.1 70B on two L4s: nothing fits, colocated or split; the disaggregated row has no pool sizes (NaN)
+    and so no group to span nodes (crosses_nodes False, not a comparison with NaN)."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+
+    kw = fleet._kwargs({"model": "llama-3.1-70b", "hardware": "l4", "gpus": 2, "prompt_len": "uniform:32,128",
+                        "output_len": "uniform:16,48", "seeds": 1, "disaggregate": True})
+    t, _ = cap.run(**kw, workers=1)
+    dis = [i for i, s in enumerate(t["serving"]) if s == "disaggregated"]
+    assert dis and all(t["binding"][i] == "does not fit" for i in dis)
+    assert all(np.isnan(t["prefill_tp"][i]) and np.isnan(t["decode_tp"][i]) for i in dis)
+    assert not any(bool(x) for x in t["crosses_nodes"])
