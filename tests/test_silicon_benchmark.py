@@ -230,3 +230,13 @@ def test_rows_that_ran_tep_hold_whole_experts_in_their_tp_group(sample_plans, di
         assert p["layout"].experts == "tp"
     assert silicon_plan.tep_decode("recipes/trtllm/gb300-fp4/1k1k/mtp/ctx1_gen4_tep8_batch8_eplb0_mtp3.yaml")
     assert not silicon_plan.tep_decode("recipes/trtllm/gb200-fp4/1k8k/stp/ctx1_gen1_dep32_batch64_eplb0_mtp0.yaml")
+
+
+@pytest.mark.parametrize("row, tp, dp, want", [
+    ({"id": "a_tp8_ep8_1"}, 8, 1, "ep"), ({"id": "a_tp8_ep1_1"}, 8, 1, "tp"), ({"id": "a_tp8_ep4_1"}, 8, 1, "tp"),
+    ({"id": "a_tp8_ep8_1"}, 1, 8, "tp"),  # attention DP: the layout already spreads the experts
+    ({"id": "x_cfg1", "moe_tp_size": 1, "moe_ep_size": 4}, 4, 1, "ep"),
+    ({"id": "x_cfg1", "moe_tp_size": 2, "moe_ep_size": 2}, 4, 1, "tp"),  # a mixed split keeps tp
+    ({"id": "x_cfg1", "moe_tp_size": 4, "moe_ep_size": 1}, 4, 1, "tp"), ({"id": "x_cfg1"}, 1, 1, "tp")])
+def test_an_agg_row_ran_tep_when_its_name_or_its_moe_split_says_the_experts_spread_over_its_tp_group(row, tp, dp, want):
+    assert silicon_plan.tep_experts(row, tp, dp) == want
