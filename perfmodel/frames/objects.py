@@ -346,7 +346,7 @@ def simulate(model, hw, traffic, policy="continuous", slots=8, kv_manager="paged
 
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None, trace=None,
                prompt_len="512", output_len="lognormal:median=18,max=231", kv_manager="paged", block_size=16,
-               shared_prefix=0, samples=1, sharing=True, prefill="chunked", token_budget=None, seed=0,
+               shared_prefix=0, samples=1, sharing=True, prefill=None, token_budget=None, seed=0,
                weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", sets=None, cost_quantum=16, tp=1, pp=1, ep=1,
                replicas=1, price=None, energy=False, mode="roofline", impl=None, max_tokens=None, concurrency=None,
                warmup=None, show=False) -> list:
