@@ -699,3 +699,43 @@ def test_a_disaggregated_row_that_does_not_fit_names_no_pools_and_crosses_no_nod
     assert dis and all(t["binding"][i] == "does not fit" for i in dis)
     assert all(np.isnan(t["prefill_tp"][i]) and np.isnan(t["decode_tp"][i]) for i in dis)
     assert not any(bool(x) for x in t["crosses_nodes"])
+
+
+def test_the_pareto_front_is_on_cost_when_any_row_has_a_price_and_the_summary_names_the_kv_format():
+    """Llama 2 13B on two L4s at a price: tp 1 does not fit (no cost), tp 2 does: one priced row puts the front on
+    cost. The summary's kv_dtype is the KV format given, else the activations' (a cache without its own format)."""
+    from perfmodel.serving import fleet
+    from perfmodel.serving import capacity as cap
+
+    base = {"model": "llama-2-13b", "hardware": "l4", "gpus": 2, "prompt_len": "uniform:32,128",
+            "output_len": "uniform:16,48", "seeds": 1, "requests": 200, "price": "0.8/h"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, s = cap.run(**fleet._kwargs(base), workers=1)
+    cost = np.asarray(t["cost_per_million_tokens"], float)
+    assert np.isfinite(cost).any() and not np.isfinite(cost).all()
+    assert s["pareto_on"] == "cost" and s["kv_dtype"] == "bf16"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, s = cap.run(**fleet._kwargs({**base, "kv_dtype": "fp8", "gpus": None, "tp": 2}), workers=1)
+    assert s["kv_dtype"] == "fp8"
+
+
+def test_a_plotted_goodput_curve_runs_from_below_to_above_the_goodput_at_increasing_positive_rates():
+    """curve() samples the percentile TTFT and TPOT at CURVE x the goodput: positive fractions, increasing, 1.0 (the
+    goodput itself) among them, some below and some above it."""
+    from perfmodel.serving import capacity as cap
+
+    from perfmodel.serving import fleet
+
+    f = np.asarray(cap.CURVE)
+    assert np.all(f > 0) and np.all(np.diff(f) > 0) and 1.0 in cap.CURVE and f[0] < 0.5 and f[-1] > 1.0
+    kw = fleet._kwargs({"model": "llama-3.2-1b", "hardware": "l4", "tp": 1, "prompt_len": "uniform:32,128",
+                        "output_len": "uniform:16,48", "seeds": 1, "requests": 200})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, s = cap.run(**kw, workers=1, keep=True)
+        c = cap.curve(s["searches"][0], s["workload"])
+    assert c["goodput"] == pytest.approx(t["goodput_rps"][0], rel=1e-12)
+    assert np.allclose(c["rate"], f * c["goodput"], rtol=1e-12)
+    assert c["ttft"].shape == c["tpot"].shape == f.shape
