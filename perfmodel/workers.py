@@ -117,13 +117,19 @@ def _stop(ex) -> None:
     """End a process pool now: terminate its workers, cancel what waits, and let its manager thread finish (at most
     5 s). Python 3.11's exit hook wakes every pool's manager thread through a pipe that thread closes as it ends,
     without a lock: after a Ctrl-C the two raced and printed an OSError traceback (EBADF) after the one-line
-    message, about one run in three."""
+    message, about one run in three. A Ctrl-C can also land while the first submit() is starting that thread
+    (inside Thread.start, waiting for it to run): then it is given 1 s to start before it is joined, and one that
+    never started is not joined (join() would raise and print a traceback after the message)."""
     manager = getattr(ex, "_executor_manager_thread", None)
     for p in list((getattr(ex, "_processes", None) or {}).values()):
         p.terminate()
     ex.shutdown(wait=False, cancel_futures=True)
     if manager is not None:
-        manager.join(timeout=5)
+        started = getattr(manager, "_started", None)  # threading.Thread's own event: set once the thread runs
+        if started is not None and not started.is_set():
+            started.wait(timeout=1.0)
+        if manager.ident is not None:
+            manager.join(timeout=5)
 
 
 def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
