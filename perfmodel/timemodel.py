@@ -312,6 +312,7 @@ class TimeModel:
         out = []
         for op in ops:
             src = "datasheet"
+            launch = self.launch + (self.prefill_launch if op.phase == "prefill" else 0.0)  # host s per kernel
             if op.kind == COMM:
                 if not comm:
                     out.append((0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
@@ -331,8 +332,7 @@ class TimeModel:
                     tm_ = ks.alltoall_time(phase, D, topk, E, nodes, M)
                     if tm_ is not None:
                         t, src = tm_ + 0 * t, ks.source
-                out.append((0.0 * t, t, t, sent, self.launch + (self.prefill_launch if op.phase == "prefill" else 0.0),
-                            0.0))
+                out.append((0.0 * t, t, t, sent, launch, 0.0))
                 if sources is not None:
                     sources.append(src)
                 continue
@@ -383,8 +383,7 @@ class TimeModel:
                 src = ks.source
             else:
                 t_gpu = np.maximum(tc, tm) + pack + fixed + k * latency
-            t_cpu = k * (self.launch + (self.prefill_launch if op.phase == "prefill" else 0.0)) + \
-                (self.layer_overhead if op.name == "attn_norm" else 0.0)
+            t_cpu = k * launch + (self.layer_overhead if op.name == "attn_norm" else 0.0)
             t_step = 0.0
             if op.name == "embed":  # once per step: the engine loop's fixed host time
                 t_step, t_cpu = self.step_overhead, t_cpu + self.host_step  # host_step: overlapped, under max()

@@ -148,6 +148,9 @@ def concurrency(row) -> int | None:
     return None if b is None or w is None else b * w * d
 
 
+_ID_TP_EP = re.compile(r"_tp(\d+)_ep(\d+)_")  # InferenceX's run name: its GPUs and the expert parallelism in them
+
+
 def _layout(model, tp, adp, experts: str = "tp") -> tuple[Layout | None, str]:
     """AIConfigurator's worker layout (tp, attention_dp) as perfmodel's, or None and why not; experts "ep": the tp
     group holds whole experts (TEP, tep_experts)."""
@@ -172,7 +175,7 @@ def tep_experts(row, tp: int | None, dp: int) -> str:
     TEP. Without such an id, the sample's own split says it: moe_tp 1 and moe_ep the worker's tp."""
     if not tp or tp < 2 or dp > 1:
         return "tp"
-    m = re.search(r"_tp(\d+)_ep(\d+)_", str(row["id"]))
+    m = _ID_TP_EP.search(str(row["id"]))
     if m is not None:
         return "ep" if int(m[1]) == int(m[2]) == tp else "tp"
     return "ep" if _int(row.get("moe_tp_size")) == 1 and _int(row.get("moe_ep_size")) == tp else "tp"
@@ -205,7 +208,7 @@ def agg_parallel(row) -> tuple:
     moe_ep are one k >= 4 with tp x DP = k^2 runs on k GPUs. k = 2 (4 GPUs as moe 2 x 2) is a layout the engines
     run and is kept."""
     tp, dp = _int(row["tp_size"]), _int(row["attention_dp_size"]) or 1
-    m = re.search(r"_tp(\d+)_ep(\d+)_", str(row["id"]))
+    m = _ID_TP_EP.search(str(row["id"]))
     if tp is None:
         return tp, dp, ""
     if m is None:
