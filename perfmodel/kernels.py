@@ -95,6 +95,9 @@ class KernelSet:
     mla_ctx: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, tokens], log r)
     allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
     alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
+    # TensorRT-LLM's NVLink all-to-all on a multi-node-NVLink rack (_load_nvlink_alltoall):
+    # (phase, payload dtype, hidden, topk, E, ep) -> (tokens per rank, seconds)
+    alltoall_ep: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)  # kind -> the version directory read
     rejected: list = field(default_factory=list)  # tables read and not used, and why (block_ratio)
     # the nearest measured shape per query (moe_ratio, alltoall_time): a scan of every key, ~9 ms a call on the
@@ -188,12 +191,36 @@ class KernelSet:
         lt = np.interp(np.log(q), np.log(x), np.log(t))
         return np.exp(lt) * np.maximum(1.0, q / x[-1])  # beyond the largest batch: bandwidth-bound, linear
 
+    def alltoall_ep_time(self, phase: str, dtype: str, hidden: float, topk: float, E: float, ep: int, tokens):
+        """TensorRT-LLM's NVLink dispatch or combine (_load_nvlink_alltoall) at the measured shape nearest in log
+        distance (the EP size weighted 4x: it sets the peers a token goes to), interpolated over tokens per rank;
+        None where nothing of that phase and payload format is measured."""
+        memo = ("a2a_ep", phase, dtype, hidden, topk, E, ep)
+        if memo in self._near:
+            best = self._near[memo]
+        else:
+            best, dist = None, math.inf
+            for kk in self.alltoall_ep:
+                if kk[0] != phase or kk[1] != dtype:
+                    continue
+                d = (abs(math.log(kk[2] / hidden)) + abs(math.log(kk[3] / topk)) + abs(math.log(kk[4] / E))
+                     + 4 * abs(math.log(kk[5] / ep)))
+                if d < dist:
+                    best, dist = kk, d
+            self._near[memo] = best
+        if best is None:
+            return None
+        x, t = self.alltoall_ep[best]
+        q = np.clip(np.asarray(tokens, float), x[0], None)
+        lt = np.interp(np.log(q), np.log(x), np.log(t))
+        return np.exp(lt) * np.maximum(1.0, q / x[-1])  # beyond the largest batch: bandwidth-bound, linear
+
     def kinds(self) -> list[str]:
         """The kinds of kernel measured, as 'kind version'."""
         out = []
         for k, v in (("gemm", "gemm"), ("gen_attn", "attention"), ("ctx_attn", "attention"), ("mla_gen", "mla"),
                      ("mla_ctx", "mla"), ("moe", "moe"),
-                     ("allreduce", "allreduce"), ("alltoall", "alltoall")):
+                     ("allreduce", "allreduce"), ("alltoall", "alltoall"), ("alltoall_ep", "alltoall_ep")):
             if getattr(self, k):
                 out.append(f"{k} {self.versions.get(v, '')}".strip())
         return out
@@ -364,7 +391,60 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
             g = g.groupby("message_size", as_index=False)["latency"].min().sort_values("message_size")
             ks.allreduce[int(p)] = (g["message_size"].to_numpy(float), g["latency"].to_numpy(float) * 1e-3)
     _load_alltoall(ks, root, engine, version)
+    if engine == "trtllm":
+        _load_nvlink_alltoall(ks, root, version)
+        if not ks.alltoall_ep and system in NVLINK_A2A_BORROWED:  # the same NVLink rack, measured on its sibling
+            _load_nvlink_alltoall(ks, root.parent / NVLINK_A2A_BORROWED[system], version)
+            if ks.alltoall_ep:
+                ks.versions["alltoall_ep"] += f" (borrowed from {NVLINK_A2A_BORROWED[system]})"
     return ks
+
+
+# Where AIConfigurator has no NVLink all-to-all table, a rack with the same NVLink switch fabric lends its own:
+# GB300 NVL72 and GB200 NVL72 both join 72 GPUs through fifth-generation NVLink switches at 900 GB/s per
+# direction per GPU (hardware/gb300.yaml, hardware/gb200.yaml link_bandwidth). Borrowed, and marked so.
+NVLINK_A2A_BORROWED = {"gb300": "gb200"}
+
+
+# TensorRT-LLM picks the MoE all-to-all by platform (tensorrt_llm/_torch/modules/fused_moe/communication/
+# communication_factory.py, CommunicationFactory.create_strategy): with attention DP and no MoE TP, on a platform
+# with multi-node NVLink (GB200/GB300 NVL72) NVLinkOneSided ("MNNVLThroughput ... shows better performance at all
+# scenarios"), the legacy NVLinkTwoSided ("MnnvlLatency") otherwise selectable; DeepEP only with
+# TRTLLM_CAN_USE_DEEP_EP=1. AIConfigurator measures both NVLink kernels (trtllm_alltoall_perf, latency in ms) on
+# such a rack only, so the table's presence marks the platform.
+_NVLINK_A2A = ("NVLinkOneSided", "NVLinkTwoSided")  # in order of preference: the factory's default first
+
+
+def _load_nvlink_alltoall(ks: KernelSet, root: Path, version: str) -> None:
+    """TensorRT-LLM's NVLink dispatch and combine per payload format and EP size: the one-sided kernel where it
+    is measured for that format, else the two-sided one (its dispatch with the prepare step it runs first)."""
+    got = _table_dir(root, "comm", "trtllm", version, "trtllm_alltoall_perf.parquet")
+    if not got:
+        return
+    df = _parquet(got[0] / "trtllm_alltoall_perf.parquet")
+    cols = ["moe_dtype", "hidden_size", "topk", "num_experts", "moe_ep_size", "num_tokens"]
+    for dt in sorted(df["moe_dtype"].unique()):
+        for src in _NVLINK_A2A:
+            g = df[(df["kernel_source"] == src) & (df["moe_dtype"] == dt)]
+            if g.empty:
+                continue
+            lat = g.groupby(["op_name"] + cols)["latency"].min()  # ms
+            parts = {"dispatch": ["alltoall_dispatch"] + (["alltoall_prepare"] if src == "NVLinkTwoSided" else []),
+                     "combine": ["alltoall_combine"]}
+            for phase, ops in parts.items():
+                if not all(o in lat.index.get_level_values(0) for o in ops):
+                    continue
+                tot = sum(lat.loc[o] for o in ops).dropna()  # the shapes every part measured
+                for (d, h, k, E, ep), s in tot.groupby(level=[0, 1, 2, 3, 4]):
+                    key = (phase, str(d), int(h), int(k), int(E), int(ep))
+                    s = s[s > 0]
+                    if key not in ks.alltoall_ep and len(s):
+                        x = s.index.get_level_values("num_tokens").to_numpy(float)
+                        o = np.argsort(x)
+                        ks.alltoall_ep[key] = (x[o], s.to_numpy(float)[o] * 1e-3)
+            break
+    if ks.alltoall_ep:
+        ks.versions["alltoall_ep"] = got[1]
 
 
 def _load_alltoall(ks: KernelSet, root: Path, engine: str, version: str) -> None:
@@ -437,7 +517,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 6  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 7  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

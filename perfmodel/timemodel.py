@@ -325,11 +325,15 @@ class TimeModel:
                     if tm_ is not None:
                         t, src = np.minimum(t, tm_), ks.source  # the engine picks its faster path
                 elif ks is not None and op.coll == "alltoall" and op.moe is not None:
-                    # the EP all-to-all runs in DeepEP's kernels: their measured dispatch or combine time
+                    # the EP all-to-all runs in the engine's kernels: TensorRT-LLM's NVLink ones on a rack with
+                    # multi-node NVLink (kernels._load_nvlink_alltoall), else DeepEP's: their measured time
                     M, D, _, topk, E, _, ep = op.moe
                     nodes = max(1, math.ceil(ep / (hw.devices_per_node or 1)))
                     phase = "dispatch" if op.name.endswith("dispatch") else "combine"
-                    tm_ = ks.alltoall_time(phase, D, topk, E, nodes, M)
+                    tm_ = ks.alltoall_ep_time(phase, _A2A_DTYPE.get(af.peak, "bfloat16"), D, topk, E, ep, M) \
+                        if ks.alltoall_ep else None
+                    if tm_ is None:
+                        tm_ = ks.alltoall_time(phase, D, topk, E, nodes, M)
                     if tm_ is not None:
                         t, src = tm_ + 0 * t, ks.source
                 out.append((0.0 * t, t, t, sent, launch, 0.0))
@@ -399,6 +403,7 @@ class TimeModel:
 # table dtypes (perfmodel.kernels): dense GEMMs by the activations' bits (4: NVFP4 W4A4), fused MoE kernels by
 # the weights' format family
 _GEMM_DTYPE = {16: "bfloat16", 8: "fp8", 4: "nvfp4"}
+_A2A_DTYPE = {"fp4": "nvfp4", "fp8": "fp8"}  # the dispatched payload: quantized before the all-to-all (TensorRT-LLM's post-quant dispatch)
 _MOE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int4": "int4_wo", "fp4": "w4a16_mxfp4"}
 
 

@@ -534,3 +534,66 @@ def test_trtllm_s_expert_parallel_moe_kernel_is_the_faster_one_at_a_decode_batch
     t = [engine.mixed_step(m, hw, [1], [9000], prec, layout=Layout(8, experts=x), mode="achievable",
                            impl=ip)["latency_s"] for x in ("tp", "ep")]
     assert t[1] < 0.8 * t[0]
+
+
+# ---------------------------------------------------------------- TensorRT-LLM's NVLink all-to-all
+def _a2a_table(path, rows):
+    cols = ["kernel_source", "op_name", "moe_dtype", "hidden_size", "topk", "num_experts", "moe_ep_size",
+            "num_tokens", "latency"]
+    d = path / "comm" / "trtllm" / "1.3.0rc10"
+    d.mkdir(parents=True)
+    pd.DataFrame(rows, columns=cols).to_parquet(d / "trtllm_alltoall_perf.parquet")
+    return path
+
+
+def test_the_nvlink_all_to_all_takes_the_one_sided_kernel_where_measured_and_the_two_sided_with_its_prepare_else(
+        tmp_path):
+    """TensorRT-LLM's factory runs NVLinkOneSided on a multi-node-NVLink rack; a payload format only the two-sided
+    kernel was measured with is priced by it, its dispatch with the prepare step it runs first (ms -> s)."""
+    pytest.importorskip("pyarrow")
+    rows = []
+    for n, base in ((1, 0.010), (64, 0.020)):
+        rows += [("NVLinkOneSided", "alltoall_dispatch", "nvfp4", 7168, 8, 256, 32, n, base),
+                 ("NVLinkOneSided", "alltoall_combine", "nvfp4", 7168, 8, 256, 32, n, 2 * base),
+                 ("NVLinkTwoSided", "alltoall_dispatch", "nvfp4", 7168, 8, 256, 32, n, 9.0),  # not the default
+                 ("NVLinkTwoSided", "alltoall_dispatch", "fp8", 7168, 8, 256, 32, n, base),
+                 ("NVLinkTwoSided", "alltoall_prepare", "fp8", 7168, 8, 256, 32, n, 0.5 * base),
+                 ("NVLinkTwoSided", "alltoall_combine", "fp8", 7168, 8, 256, 32, n, 3 * base)]
+    root = _a2a_table(tmp_path, rows)
+    ks = kernels.KernelSet(source="test")
+    kernels._load_nvlink_alltoall(ks, root, "1.3.0rc20")
+    assert ks.versions["alltoall_ep"] == "1.3.0rc10"
+    at = lambda ph, dt, tok, ep=32: float(ks.alltoall_ep_time(ph, dt, 7168, 8, 256, ep, tok))  # noqa: E731
+    assert at("dispatch", "nvfp4", 1) == pytest.approx(10e-6) and at("combine", "nvfp4", 64) == pytest.approx(40e-6)
+    assert at("dispatch", "fp8", 1) == pytest.approx(15e-6) and at("combine", "fp8", 1) == pytest.approx(30e-6)
+    assert at("dispatch", "nvfp4", 8) == pytest.approx(10e-6 * 2 ** 0.5)  # log-log between 1 and 64 tokens
+    assert at("dispatch", "nvfp4", 128) == pytest.approx(40e-6)  # past the largest batch: linear in the bytes
+    assert at("dispatch", "nvfp4", 1, ep=16) == pytest.approx(10e-6)  # the nearest EP size measured
+    assert ks.alltoall_ep_time("dispatch", "bfloat16", 7168, 8, 256, 32, 1) is None  # no table of that payload
+
+
+@needs_aic
+def test_tensorrt_llm_on_a_gb200_rack_prices_the_ep_all_to_all_by_its_nvlink_kernels_not_deepeps():
+    """GB200 NVL72 has multi-node NVLink, so TensorRT-LLM's factory picks NVLinkOneSided for the attention-DP
+    all-to-all; AIConfigurator measured it (1.2.0rc6) at EP 2-64. DeepSeek-R1 nvfp4, 32 sequences on 32
+    attention-DP ranks (one token per rank): the measured one-sided dispatch and combine, read here from the table
+    itself. vLLM on the same rack and TensorRT-LLM on B200 (no such table) keep DeepEP's."""
+    m = load_model("deepseek-r1")
+    prec = Precision("nvfp4", "nvfp4", "fp8")
+    lay = Layout(ep=32)
+    ops = [op for op in build_ops(m, 32.0, 1.0, 2048.0, "decode", prec, layout=lay) if op.coll == "alltoall"]
+    assert [op.moe[0] for op in ops] == [1.0, 1.0]
+    gb200 = load_hardware("gb200")
+    t = pd.read_parquet(kernels.aic_dir() / "gb200/comm/trtllm/1.3.0rc10/trtllm_alltoall_perf.parquet")
+    t = t[(t.kernel_source == "NVLinkOneSided") & (t.moe_dtype == "nvfp4") & (t.moe_ep_size == 32)
+          & (t.num_tokens == 1)].set_index("op_name")["latency"] * 1e-3
+    priced = {op.name: p[2] for op, p in zip(ops, TimeModel.achievable(gb200, load_impl("trtllm-1.3")).price(
+        ops, gb200, prec, lay))}
+    assert priced["alltoall_dispatch"] == pytest.approx(t["alltoall_dispatch"], rel=1e-9)
+    assert priced["alltoall_combine"] == pytest.approx(t["alltoall_combine"], rel=1e-9)
+    deepep = {op.name: p[2] for op, p in zip(ops, TimeModel.achievable(gb200, load_impl("vllm-0.24")).price(
+        ops, gb200, prec, lay))}
+    assert deepep["alltoall_dispatch"] > 2 * priced["alltoall_dispatch"]
+    assert not kernels.load(load_hardware("b200"), "trtllm", "1.3.0rc20").alltoall_ep
+    gb300 = kernels.load(load_hardware("gb300"), "trtllm", "1.3.0rc20")
+    assert gb300.alltoall_ep and "borrowed from gb200" in gb300.versions["alltoall_ep"]
