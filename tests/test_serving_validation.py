@@ -12,7 +12,7 @@ import pytest
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.ops import Layout
-from perfmodel.serving import silicon
+from perfmodel.serving import silicon, silicon_plan
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,8 @@ def test_an_agg_row_whose_tp_is_the_run_s_tp_times_ep_runs_on_the_gpus_its_id_na
 
 
 def test_a_row_without_a_layout_in_its_id_whose_gpus_are_moe_tp_times_moe_ep_runs_on_k_gpus():
-    row = {"id": "dsr1_h200_trtllm_fp8_agg_1024x1024_c4_cfg181", "moe_tp_size": 8.0, "moe_ep_size": 8.0}
+    # a dump row agg_topology does not hold (a sample of the user's own): the sample's columns decide
+    row = {"id": "dsr1_h200_trtllm_fp8_agg_1024x1024_c4_cfg999999", "moe_tp_size": 8.0, "moe_ep_size": 8.0}
     tp, dp, why = silicon.agg_parallel({**row, "tp_size": 64.0, "attention_dp_size": 1.0})
     assert (tp, dp) == (8, 1) and "moe_tp x moe_ep (8 x 8)" in why
     assert silicon.agg_parallel({**row, "tp_size": 1.0, "attention_dp_size": 64.0})[:2] == (1, 8)
@@ -72,20 +73,42 @@ def test_a_row_without_a_layout_in_its_id_whose_gpus_are_moe_tp_times_moe_ep_run
         assert silicon.agg_parallel(r) == (int(tp), int(dp), "")
 
 
+def test_the_dump_rows_run_the_layout_their_configuration_entry_names_and_the_squared_rule_agrees(sample):
+    """Every aggregated row of AIConfigurator's database dump has the tp, ep and dp-attn of the InferenceX entry
+    that ran it (agg_topology.csv); the 123 rows whose sample columns show the squared signature (moe_tp = moe_ep
+    = k, k^2 GPUs), decided by that rule alone, get the same k GPUs from it."""
+    dump = sample[sample["silicon_data_source"].str.startswith("db-dump") & (sample["mode"] == "agg")]
+    topo = silicon_plan.agg_topology()
+    assert len(dump) == 618 and set(dump["id"]) <= set(topo)
+    rows = dump.to_dict("records")
+    ran = [silicon.agg_parallel(r)[:2] for r in rows]
+    for r, (tp, dp) in zip(rows, ran):
+        t, _, dpa = topo[r["id"]]
+        assert dpa is None or (tp, dp) == ((1, t) if dpa else (t, 1))
+    saved = dict(topo)
+    try:
+        topo.clear()  # the sample's own columns alone
+        alone = [silicon.agg_parallel(r) for r in rows]
+    finally:
+        topo.update(saved)
+    squared = [(a[:2], b) for a, b in zip(alone, ran) if "moe_tp x moe_ep" in a[2]]
+    assert len(squared) == 123 and all(a == b for a, b in squared)
+
+
 def test_the_dump_rows_with_the_squared_layout_measure_as_their_k_gpu_twins(sample):
     """The 14 H200 TensorRT-LLM DeepSeek-V3 rows of cfg181 (tp 64, moe 8 x 8) against the tp 8 rows of cfg83 at
     the same lengths and clients: within 2.5% in TPOT, as one 8-GPU layout measured twice (a 64-GPU run across
     8 nodes would not be)."""
     by = {p["id"]: p for p in silicon.plan(sample)}
-    moved = sample[[("moe_tp x moe_ep" in by[i]["assumed"]) for i in sample["id"]]]
-    assert len(moved) == 123 and all(by[i]["status"] == "ok" for i in moved["id"])
+    moved = sample[[("agg_topology.csv" in by[i]["assumed"]) for i in sample["id"]]]
+    assert len(moved) == 190 and all(by[i]["status"] == "ok" for i in moved["id"])
     c181 = sample[sample["id"].str.startswith("dsr1_h200_trtllm_fp8_agg") & sample["id"].str.endswith("_cfg181")]
     c83 = sample[sample["id"].str.startswith("dsr1_h200_trtllm_fp8_agg") & sample["id"].str.endswith("_cfg83")]
     pairs = c181.merge(c83, on=["isl", "osl", "batch_size"], suffixes=("", "_8"))
     assert len(pairs) == 14 and set(pairs["tp_size"]) == {64.0} and set(pairs["tp_size_8"]) == {8.0}
     r = pairs["silicon_tpot_ms"] / pairs["silicon_tpot_ms_8"]
     assert r.between(0.97, 1.01).all()
-    assert all(by[i]["layout"] == Layout(8, 1, 1, 1) for i in pairs["id"])
+    assert all(by[i]["layout"].tp == 8 and by[i]["layout"].ep == 1 for i in pairs["id"])
 
 
 def test_the_shipped_sample_s_twin_measurements_agree_with_the_gpus_the_id_names(sample):

@@ -175,6 +175,9 @@ def tep_experts(row, tp: int | None, dp: int) -> str:
     TEP. Without such an id, the sample's own split says it: moe_tp 1 and moe_ep the worker's tp."""
     if not tp or tp < 2 or dp > 1:
         return "tp"
+    ran = agg_topology().get(row["id"])
+    if ran is not None and ran[2] is not None:
+        return "ep" if ran[0] == ran[1] == tp and not ran[2] else "tp"
     m = _ID_TP_EP.search(str(row["id"]))
     if m is not None:
         return "ep" if int(m[1]) == int(m[2]) == tp else "tp"
@@ -208,6 +211,14 @@ def agg_parallel(row) -> tuple:
     moe_ep are one k >= 4 with tp x DP = k^2 runs on k GPUs. k = 2 (4 GPUs as moe 2 x 2) is a layout the engines
     run and is kept."""
     tp, dp = _int(row["tp_size"]), _int(row["attention_dp_size"]) or 1
+    ran = agg_topology().get(row["id"])
+    if ran is not None and ran[2] is not None:  # the run InferenceX's own configuration names (agg_topology)
+        t, e, dpa = ran
+        fixed = (1, t) if dpa else (t, 1)
+        if (tp, dp) == fixed:
+            return tp, dp, ""
+        return (*fixed, f"the sample gives tp_size {tp}, attention_dp_size {dp}; the run's configuration entry: "
+                        f"tp {t}, ep {e}, dp-attn {str(dpa).lower()} (agg_topology.csv): {t} GPUs")
     m = _ID_TP_EP.search(str(row["id"]))
     if tp is None:
         return tp, dp, ""
@@ -370,6 +381,26 @@ def agg_speculative(path=None) -> dict:
         with open(p, newline="", encoding="utf-8") as f:
             _AGG_SPECULATIVE[p] = {r["id"]: (r["speculative"], _int(r["drafts"])) for r in csv.DictReader(f)}
     return _AGG_SPECULATIVE[p]
+
+
+AGG_TOPOLOGY = DATA.parent / "inferencex" / "agg_topology.csv"
+_AGG_TOPOLOGY: dict = {}
+
+
+def agg_topology(path=None) -> dict:
+    """id -> (tp, ep, dp-attn) of the aggregated rows of AIConfigurator's database dump (ids ..._cfg<n>), as the
+    InferenceX configuration entry that ran each sets them (perfmodel/measure/data/inferencex/README.md): the
+    sample's own columns for these rows hold products (tp_size = tp x ep without attention DP, attention_dp_size =
+    tp x ep with it, vLLM's attention_dp_size = tp under expert parallelism). dp-attn None where two entries that
+    fit disagree."""
+    import csv
+
+    p = AGG_TOPOLOGY if path is None else Path(path)
+    if p not in _AGG_TOPOLOGY:
+        with open(p, newline="", encoding="utf-8") as f:
+            _AGG_TOPOLOGY[p] = {r["id"]: (int(r["tp"]), int(r["ep"]), {"true": True, "false": False}.get(r["dp_attn"]))
+                                for r in csv.DictReader(f)}
+    return _AGG_TOPOLOGY[p]
 
 
 AGG_CONFIG = DATA.parent / "inferencex" / "agg_config.csv"
