@@ -739,3 +739,34 @@ def test_a_plotted_goodput_curve_runs_from_below_to_above_the_goodput_at_increas
     assert c["goodput"] == pytest.approx(t["goodput_rps"][0], rel=1e-12)
     assert np.allclose(c["rate"], f * c["goodput"], rtol=1e-12)
     assert c["ttft"].shape == c["tpot"].shape == f.shape
+
+
+def test_a_curve_without_a_goodput_centres_on_the_highest_rate_tried_and_a_disaggregated_one_runs_every_request():
+    """Two replicas of Llama-3.2-1B on L4s with a p99 TTFT SLO just above the longest prompt's prefill: no rate meets
+    it, so the curve spans CURVE x the highest rate tried (per replica, times the replicas), each replica simulated
+    at its share of the rate. A disaggregated row's curve simulates every measured request to its end (full), so
+    even past its goodput its TPOT is a number, the coupled simulation's at that rate."""
+    from perfmodel.serving import capacity as cap, disagg, fleet
+    from perfmodel.serving.capacity import simulate_rate
+
+    base = {"model": "llama-3.2-1b", "hardware": "l4", "prompt_len": "uniform:32,4000",
+            "output_len": "uniform:16,48", "seeds": 1, "requests": 200}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, s = cap.run(**fleet._kwargs({**base, "tp": 1, "replicas": 2, "slo_ttft": "93ms"}), workers=1, keep=True)
+        (e,) = s["searches"]
+        assert e["_search"]["goodput"] is None and e["row"]["replicas"] == 2 and t["binding"][0] == "none reached"
+        c = cap.curve(e, s["workload"])
+        vhi = e["_search"]["median"]["vhi"]["rate"]
+        assert c["goodput"] is None and np.allclose(c["rate"], np.asarray(cap.CURVE) * vhi * 2, rtol=1e-12)
+        one = simulate_rate(e["_instance"], s["workload"], e["_n"], c["rate"][0] / 2, c["seed"], stop="window")
+        assert c["ttft"][0] == one["ttft"] and c["tpot"][0] == one["tpot"]
+        t, s = cap.run(**fleet._kwargs({**base, "gpus": 2, "disaggregate": True, "slo_ttft": "150ms"}), workers=1,
+                       keep=True)
+        (e,) = [x for x in s["searches"] if x["row"]["serving"] == "disaggregated"]
+        c = cap.curve(e, s["workload"])
+    assert np.allclose(c["rate"], np.asarray(cap.CURVE) * c["goodput"], rtol=1e-12)
+    assert np.isfinite(c["ttft"]).all() and np.isfinite(c["tpot"]).all()
+    pre, n_p, dec, n_d, tr = e["_instance"]
+    last = disagg.coupled_rate(pre, n_p, dec, n_d, tr, s["workload"], e["_n"], c["rate"][-1], c["seed"], full=True)
+    assert (c["ttft"][-1], c["tpot"][-1]) == (last["ttft"], last["tpot"])

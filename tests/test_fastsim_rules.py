@@ -273,6 +273,9 @@ def test_sglang_takes_new_requests_every_recv_interval_decode_iterations_and_at_
     r = fastsim.run(*args, recv=4)
     assert list(r["first"]) == [1.0, 6.0, 11.0, 101.0]
     assert list(fastsim.run(*args, recv=1)["first"]) == [1.0, 4.0, 8.0, 101.0]  # 1: no skipper (maybe_create)
+    # 2, the smallest skipper: the count reaches 2 at t = 3 (B, there since 2.5, is taken) and at t = 6 after B's
+    # prefill, before C arrives; C waits for t = 8
+    assert list(fastsim.run(*args, recv=2)["first"]) == [1.0, 4.0, 9.0, 101.0]
 
 
 def test_the_recv_interval_s_decode_leap_counts_the_iterations_it_leaps_over():

@@ -520,6 +520,17 @@ def test_a_tp_group_that_holds_whole_experts_moves_the_same_bytes_and_is_priced_
         Layout(8, experts="dp")
 
 
+def test_tep_under_attention_dp_spreads_the_experts_over_every_device_of_the_group_and_refuses_what_does_not_split():
+    """With attention DP as well (tp x ep devices), a TEP group's experts run the expert-parallel kernel over all
+    tp x ep devices, and experts that do not split over them are refused (DeepSeek's 256 over 4 x 128 = 512)."""
+    m = load_model("deepseek-v3")
+    ops = build_ops(m, 16.0, 1.0, 4096.0, "decode", Precision("bf16"), layout=Layout(2, ep=4, experts="ep"))
+    keys = {x.moe[5:] for x in ops if x.moe is not None and x.kind == MATMUL}
+    assert keys == {(1, 8)}
+    with pytest.raises(pm.SpecError, match="tp x ep = 512"):
+        build_ops(m, 16.0, 1.0, 4096.0, "decode", Precision("bf16"), layout=Layout(4, ep=128, experts="ep"))
+
+
 @needs_aic
 def test_trtllm_s_expert_parallel_moe_kernel_is_the_faster_one_at_a_decode_batch_on_blackwell():
     """AIConfigurator's TensorRT-LLM 1.3 MoE tables on GB300, fp8 block-scaled DeepSeek experts at one token: the
