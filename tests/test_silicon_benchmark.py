@@ -120,19 +120,26 @@ def test_a_run_without_a_script_or_without_its_prompt_count_keeps_aiperf_s_round
 def test_the_shipped_settings_plan_the_rows_that_ran_them(sample_plans):
     """From agg_config.csv: DeepSeek-R1 fp8 on B200 under TensorRT-LLM at 64 clients waited for batches (40
     iterations, 0.8 of 8192 tokens: dsr1_fp8_b200_trt.sh); its fp4 run with attention DP balanced its 8 ranks (60,
-    0); 15 SGLang runs measured 50 N or 20 N prompts; the B300 runs of 2026-04-03 had no single-node script."""
+    0); 15 SGLang runs measured 50 N or 20 N prompts, and 15 more of the database dump (DeepSeek-R1 fp8 B200 on
+    2025-11-18, runner b200-nvd); the B300 runs of 2026-04-03 had no single-node script."""
     by = sample_plans
     r = by["2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x1024_c64_tp8_0_ep1_0_1198"]
     assert (r["batch_wait"], r["budget"], r["profile"], r["spread"]) == ((40, 0.8), 8192, 10, 0.8)
     r = by["2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c64_tp8_0_ep8_0_976"]
     assert (r["adp_balance"], r["budget"], r["max_batch"]) == ((60, 0), 1152, 16)
-    assert sorted(p["profile"] for p in by.values() if p.get("profile", 10) != 10) == [20] * 5 + [50] * 10
+    assert sorted(p["profile"] for p in by.values() if p.get("profile", 10) != 10) == [20] * 10 + [50] * 20
     # DeepSeek-R1 fp4 on B200 under SGLang: dsr1_fp4_b200.sh sets --scheduler-recv-interval 10 below 16 clients, 30
-    # from 16 on; 284 rows, all SGLang on B200
+    # from 16 on; 284 rows of the InferenceX files, all SGLang on B200, and 234 of the database dump (B200 and B300)
     assert by["2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c8_tp8_0_ep8_0_248"]["recv"] == 10
     assert by["2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c64_tp8_0_ep8_0_271"]["recv"] == 30
     recv = [p for p in by.values() if "recv" in p]
-    assert len(recv) == 284 and {(p["engine"], p["hardware"]) for p in recv} == {("sglang", "b200")}
+    files = [p for p in recv if p["id"].startswith("2026_")]
+    assert len(files) == 284 and {(p["engine"], p["hardware"]) for p in files} == {("sglang", "b200")}
+    assert len(recv) == 518 and {(p["engine"], p["hardware"]) for p in recv} == {("sglang", "b200"), ("sglang", "b300")}
+    assert {p["recv"] for p in recv} == {10, 30}
+    # a database-dump row: InferenceX's max_num_tokens = (CONC + ISL + 64 + 63) // 64 * 64 (dsr1_fp4_b200_trt.sh at the
+    # run's sweep commit), so an 8,192-token prompt fits beside the decodes (TensorRT-LLM's 8,192 default did not)
+    assert by["dsr1_b200_trtllm_fp4_agg_8192x1024_c4_cfg91"]["budget"] == 8320
     b300 = [p for i, p in by.items() if i.startswith("2026_03_25_minimax_m2_5_b300")]
     assert b300 and all("no launch script" in p["assumed"] and "profile" not in p for p in b300)
 
