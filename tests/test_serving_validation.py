@@ -524,3 +524,11 @@ def test_a_row_that_ran_a_requantized_checkpoint_prices_the_experts_in_the_row_s
     p = next(p for p in plans if p.get("experts") == "nvfp4" and p["engine"] == "vllm")
     inst = silicon.Predictor("roofline").instance(p, p["layout"], 8192)
     assert inst.model.weight_format("experts") == "nvfp4"
+
+
+def test_a_point_s_concurrency_band_has_every_client_count_in_exactly_one_band_from_one_client_up():
+    """The summary's concurrency bands: 1-4, 5-32, 33-128, 129-512, >512, each edge in the band it names."""
+    want = {1: "1-4", 4: "1-4", 5: "5-32", 32: "5-32", 33: "33-128", 128: "33-128", 129: "129-512", 512: "129-512",
+            513: ">512", 10 ** 6: ">512"}
+    assert {n: silicon._band(n) for n in want} == want
+    assert silicon._band(0) == ""  # no clients: no band
