@@ -1,6 +1,7 @@
 """The serving simulator: conservation, causality, the batching law, KV memory laws, traces, the CLI."""
 import csv
 import json
+import re
 import warnings
 
 import numpy as np
@@ -591,3 +592,16 @@ def test_a_trace_serves_as_many_requests_as_it_has_rows_and_refuses_one_more(tmp
     assert list(t.prompt) == [10, 20, 30]
     with pytest.raises(SpecError, match="4 requested but .* has 3 rows"):
         make_traffic(requests=4, trace=str(p))
+
+
+def test_a_whole_prompt_of_exactly_the_token_budget_runs_and_a_refusal_names_the_longest_prompt():
+    """TensorRT-LLM's check is "should not exceed max_num_tokens": a prompt of exactly the budget is accepted; among
+    prompts of several lengths the refusal names the longest (the one that decides)."""
+    from perfmodel.serving.api import serve_runs
+
+    kw = dict(requests=8, output_len=4, policy="continuous", prefill="whole")
+    assert serve_runs(**kw, prompt_len=512, token_budget=512)[0].summary["prefill"] == "whole/512"
+    with pytest.raises(SpecError, match=r"512 tokens is less than the \d+-token prompt of") as e:
+        serve_runs(**kw, prompt_len="uniform:100,900", token_budget=512, seed=3)
+    named = int(re.search(r"the (\d+)-token prompt", str(e.value))[1])
+    assert serve_runs(**kw, prompt_len="uniform:100,900", token_budget=named, seed=3)  # the longest: all fit now

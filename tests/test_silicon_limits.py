@@ -47,3 +47,28 @@ def test_a_file_that_is_not_csv_text_is_one_error_naming_it(read, tmp_path):
     bad.write_text('id,"isl\n1,2\n')
     with pytest.raises(SpecError, match=r"bad.csv: is not a readable CSV \(Error tokenizing data"):
         read(bad)
+
+
+def test_a_peer_csv_may_be_as_large_as_a_points_table_and_no_larger(tmp_path, monkeypatch):
+    """A peer's per-point CSV (bench/aic_silicon.py's) is bounded as a points table is, at 8 x the sample's limit:
+    with the limit cut to 1,000 B, a peer file just under 8,000 bytes is read and compared, one over it refused."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    shipped = Path(__file__).resolve().parent.parent / "docs" / "validation" / "serving" / "points.csv"
+    points = pd.read_csv(shipped, nrows=40, dtype={"id": str, "workers": str})
+    monkeypatch.setattr(silicon_report, "MAX_FILE_BYTES", 1000)
+    peer = tmp_path / "peer.csv"
+    rows = [f"{i},{t:.1f},{p:.2f}\n" for i, t, p in zip(points["id"], points["measured_ttft_ms"], points["measured_tpot_ms"])]
+    text = "id,aic_ttft_ms,aic_tpot_ms\n" + "".join(rows)
+    while len(text) + len(rows[0]) <= 8000:
+        text += rows[0]
+    peer.write_text(text)
+    assert 7800 < peer.stat().st_size <= 8000
+    out = silicon_report.compare(points, peer)
+    assert len(out) and (out["points"] > 0).all()
+    peer.write_text(text + rows[0])
+    assert peer.stat().st_size > 8000
+    with pytest.raises(SpecError, match=r"over the 8,000-byte limit of a peer CSV"):
+        silicon_report.compare(points, peer)

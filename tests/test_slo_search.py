@@ -292,3 +292,20 @@ def test_the_first_seed_steps_from_the_analytic_bound_by_1_15_and_1_3_and_the_ot
     assert first == pytest.approx([10.0, 11.5, 14.95, 22.425], rel=1e-12)
     other = [v["rate"] for v in slo.seed_search(ok_to(100.0), 10.0, wl, False)["seen"][:5]]
     assert other == pytest.approx([10.0, 11.0, 12.1, 13.31, 19.965], rel=1e-12)
+
+
+def test_a_request_that_holds_no_memory_leaves_the_analytic_batch_to_the_slots_and_the_4096_cap():
+    """With nothing cached per token nor held per sequence (a cost model without a cache), memory does not bound the
+    batch: 4,096 stands for it, and the slots or the TPOT SLO decide; memory in whole requests otherwise."""
+    import dataclasses
+
+    wl = Workload("uniform:32,128", "uniform:100,300", 1.0, 10.0, 99, 1, 0, None, 0.05)
+    for slots in (None, 64):
+        inst = _inst(slots)
+        inst.sizes = dataclasses.replace(inst.sizes, per_token=0.0, per_seq=0.0)
+        a = slo.analytic(inst, wl)
+        assert a["b_mem"] == 4096 and a["batch"] <= (slots or 4096)
+    inst = _inst(None)
+    per = inst.sizes.per_token * (wl.mean_prompt + wl.mean_output / 2)
+    inst.sizes = dataclasses.replace(inst.sizes, capacity=7.5 * per)  # seven and a half requests: seven
+    assert slo.analytic(inst, wl)["b_mem"] == 7
