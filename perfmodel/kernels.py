@@ -186,10 +186,7 @@ class KernelSet:
                 best, dist = kk, d
         if best is None:
             return None
-        x, t = self.alltoall[best]
-        q = np.clip(np.asarray(tokens, float), x[0], None)
-        lt = np.interp(np.log(q), np.log(x), np.log(t))
-        return np.exp(lt) * np.maximum(1.0, q / x[-1])  # beyond the largest batch: bandwidth-bound, linear
+        return _over_tokens(*self.alltoall[best], tokens)
 
     def alltoall_ep_time(self, phase: str, dtype: str, hidden: float, topk: float, E: float, ep: int, tokens):
         """TensorRT-LLM's NVLink dispatch or combine (_load_nvlink_alltoall) at the measured shape nearest in log
@@ -210,10 +207,7 @@ class KernelSet:
             self._near[memo] = best
         if best is None:
             return None
-        x, t = self.alltoall_ep[best]
-        q = np.clip(np.asarray(tokens, float), x[0], None)
-        lt = np.interp(np.log(q), np.log(x), np.log(t))
-        return np.exp(lt) * np.maximum(1.0, q / x[-1])  # beyond the largest batch: bandwidth-bound, linear
+        return _over_tokens(*self.alltoall_ep[best], tokens)
 
     def kinds(self) -> list[str]:
         """The kinds of kernel measured, as 'kind version'."""
@@ -224,6 +218,13 @@ class KernelSet:
             if getattr(self, k):
                 out.append(f"{k} {self.versions.get(v, '')}".strip())
         return out
+
+
+def _over_tokens(x, t, tokens):
+    """A measured all-to-all time interpolated log-log over tokens per rank; beyond the largest batch it grows with
+    the bytes (bandwidth-bound, linear)."""
+    q = np.clip(np.asarray(tokens, float), x[0], None)
+    return np.exp(np.interp(np.log(q), np.log(x), np.log(t))) * np.maximum(1.0, q / x[-1])
 
 
 # ---------------------------------------------------------------- ideal (datasheet) times of table rows
@@ -406,18 +407,15 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
 NVLINK_A2A_BORROWED = {"gb300": "gb200"}
 
 
-# TensorRT-LLM picks the MoE all-to-all by platform (tensorrt_llm/_torch/modules/fused_moe/communication/
-# communication_factory.py, CommunicationFactory.create_strategy): with attention DP and no MoE TP, on a platform
-# with multi-node NVLink (GB200/GB300 NVL72) NVLinkOneSided ("MNNVLThroughput ... shows better performance at all
-# scenarios"), the legacy NVLinkTwoSided ("MnnvlLatency") otherwise selectable; DeepEP only with
-# TRTLLM_CAN_USE_DEEP_EP=1. AIConfigurator measures both NVLink kernels (trtllm_alltoall_perf, latency in ms) on
-# such a rack only, so the table's presence marks the platform.
 _NVLINK_A2A = ("NVLinkOneSided", "NVLinkTwoSided")  # in order of preference: the factory's default first
 
 
 def _load_nvlink_alltoall(ks: KernelSet, root: Path, version: str) -> None:
-    """TensorRT-LLM's NVLink dispatch and combine per payload format and EP size: the one-sided kernel where it
-    is measured for that format, else the two-sided one (its dispatch with the prepare step it runs first)."""
+    """TensorRT-LLM's NVLink dispatch and combine per payload format and EP size: the one-sided kernel where it is
+    measured for that format, else the two-sided one (its dispatch with the prepare step it runs first). Its factory
+    (tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py, create_strategy) runs, under
+    attention DP without MoE TP, NVLinkOneSided on a multi-node-NVLink rack (GB200/GB300 NVL72), DeepEP only with
+    TRTLLM_CAN_USE_DEEP_EP=1; AIConfigurator measured the NVLink kernels (latency in ms) on such a rack only."""
     got = _table_dir(root, "comm", "trtllm", version, "trtllm_alltoall_perf.parquet")
     if not got:
         return
@@ -440,8 +438,7 @@ def _load_nvlink_alltoall(ks: KernelSet, root: Path, version: str) -> None:
                     s = s[s > 0]
                     if key not in ks.alltoall_ep and len(s):
                         x = s.index.get_level_values("num_tokens").to_numpy(float)
-                        o = np.argsort(x)
-                        ks.alltoall_ep[key] = (x[o], s.to_numpy(float)[o] * 1e-3)
+                        ks.alltoall_ep[key] = (np.sort(x), s.to_numpy(float)[np.argsort(x)] * 1e-3)
             break
     if ks.alltoall_ep:
         ks.versions["alltoall_ep"] = got[1]

@@ -189,15 +189,25 @@ def test_a_mixed_step_adds_its_decode_rows_speculative_passes_to_the_plain_step(
 
 
 def test_the_agg_rows_speculative_decoding_comes_from_the_configuration_each_with_its_evidence():
-    """2,040 aggregated InferenceX rows: 230 ran MTP (TensorRT-LLM 3 drafts, or 1 with attention DP; SGLang's
-    DeepSeek-R1 2, its Qwen3.5 3), each with the configuration entry and the script line that say so."""
+    """2,040 aggregated InferenceX rows of the sample's files: 230 ran MTP (TensorRT-LLM 3 drafts, or 1 with attention
+    DP; SGLang's DeepSeek-R1 2, its Qwen3.5 3), each with the configuration entry and the script line that say so.
+    The 618 of AIConfigurator's database dump: none ran MTP by its entry, 58 Qwen3.5 B300 rows could be either (an
+    MTP and a plain sweep of the same run), each citing the entry."""
     import csv
     import re
 
     from perfmodel.serving.silicon_plan import AGG_SPECULATIVE
 
-    rows = list(csv.DictReader(open(AGG_SPECULATIVE, encoding="utf-8")))
-    assert len(rows) == 2040 and len({r["id"] for r in rows}) == 2040
+    every = list(csv.DictReader(open(AGG_SPECULATIVE, encoding="utf-8")))
+    assert len(every) == 2658 and len({r["id"] for r in every}) == 2658
+    dump = [r for r in every if re.search(r"_cfg\d+$", r["id"])]
+    rows = [r for r in every if not re.search(r"_cfg\d+$", r["id"])]
+    assert len(dump) == 618 and len(rows) == 2040
+    assert sorted({r["speculative"] for r in dump}) == ["mtp|none", "none"]
+    both = [r for r in dump if r["speculative"] == "mtp|none"]
+    assert len(both) == 58 and all(r["id"].startswith("qwen3_5_b300_") for r in both)
+    assert all(r["drafts"] == "" and (".github/configs/nvidia-master.yaml@" in r["evidence"]
+                                      or "benchmarks/" in r["evidence"]) for r in dump)
     kinds = {k: [r for r in rows if r["speculative"] == k] for k in ("mtp", "none", "mtp|none", "unmatched")}
     assert [len(v) for v in kinds.values()] == [230, 1688, 33, 89]
     for r in kinds["mtp"]:
