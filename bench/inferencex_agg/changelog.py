@@ -1,8 +1,9 @@
 # which config-keys each first-parent InferenceX commit's sweep ran (new perf-changelog.yaml entries)
-import subprocess,yaml,json
+import os,subprocess,yaml,json
+UNTIL=os.environ.get('UNTIL','2026-04-21')  # dbdump/: UNTIL=2026-04-25
 R='/work/.mirror/SemiAnalysisAI+InferenceX/repo'
 def g(*a): return subprocess.run(['git','-C',R]+list(a),capture_output=True,text=True)
-log=g('log','--first-parent','--format=%H %cI %s','--since=2025-10-25','--until=2026-04-21','HEAD').stdout.split('\n')
+log=g('log','--first-parent','--format=%H %cI %s','--since=2025-10-25','--until='+UNTIL,'HEAD').stdout.split('\n')
 out={}
 for l in log:
     if not l: continue

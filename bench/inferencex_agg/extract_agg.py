@@ -1,6 +1,7 @@
 # every version of .github/configs/nvidia-master.yaml (2025-11-01..2026-04-20): its single-node (non-disagg) entries,
 # with the line span of each search-space entry (for citations)
-import subprocess, yaml, json, sys
+import os, subprocess, yaml, json, sys
+UNTIL=os.environ.get('UNTIL','2026-04-21')  # dbdump/: UNTIL=2026-04-25
 R='/work/.mirror/SemiAnalysisAI+InferenceX/repo'
 P='.github/configs/nvidia-master.yaml'
 def g(*a): return subprocess.run(['git','-C',R]+list(a),capture_output=True,text=True)
@@ -9,7 +10,7 @@ out=[]
 for l in log:
     if not l: continue
     h,cd=l.split()
-    if cd<'2025-11-01' or cd>'2026-04-21': continue
+    if cd<'2025-11-01' or cd>UNTIL: continue
     txt=g('show',f'{h}:{P}').stdout
     try: root=yaml.compose(txt); y=yaml.safe_load(txt)
     except Exception as e: print('yamlerr',h,e,file=sys.stderr); continue
