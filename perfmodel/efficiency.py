@@ -118,6 +118,7 @@ class Impl:
     engine_version: str = ""
     kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
     accumulate: str = "fp32"  # what its fp16 GEMMs accumulate in: fp32 (PyTorch, cuBLAS defaults) or fp16
+    overlap_schedule: bool = False  # the scheduler forms step k + 1 while step k runs (serving: fastsim.run's ahead)
 
 
 # ---------------------------------------------------------------- parsing
@@ -282,7 +283,8 @@ def link_algorithms(raw, where: str) -> tuple[tuple, str]:
 
 
 IMPL_KEYS = {"name", "description", "source", "launch", "layer_overhead", "step_overhead", "kernels", "collectives",
-             "step_per_seq", "host_step", "host_per_seq", "prefill_launch", "engine", "kernel_tables", "accumulate"}
+             "step_per_seq", "host_step", "host_per_seq", "prefill_launch", "engine", "kernel_tables", "accumulate",
+             "overlap_schedule"}
 
 
 def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
@@ -309,6 +311,12 @@ def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
         if acc not in ("fp32", "fp16"):
             raise SpecError(where, "accumulate", f"must be fp32 or fp16 (what fp16 GEMMs accumulate in); got {acc!r}")
         vals["accumulate"] = acc
+    if "overlap_schedule" in data:
+        ov, src["overlap_schedule"] = _sourced(data["overlap_schedule"], where, "overlap_schedule", d)
+        if not isinstance(ov, bool):
+            raise SpecError(where, "overlap_schedule", f"must be true or false (does the scheduler form the next step "
+                                                       f"while one runs); got {ov!r}")
+        vals["overlap_schedule"] = ov
     if "kernel_tables" in data:  # a setting, not a figure: where measured kernel times come from
         kt = data["kernel_tables"]
         if not isinstance(kt, str) or not kt.strip():

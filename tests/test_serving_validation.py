@@ -532,3 +532,23 @@ def test_a_point_s_concurrency_band_has_every_client_count_in_exactly_one_band_f
             513: ">512", 10 ** 6: ">512"}
     assert {n: silicon._band(n) for n in want} == want
     assert silicon._band(0) == ""  # no clients: no band
+
+
+def test_a_disaggregated_point_s_decode_worker_forms_its_batches_ahead_and_its_prefill_worker_does_not(sample,
+                                                                                                    monkeypatch):
+    """In the achievable mode the decode worker runs its engine's overlap scheduler (a prefilled request waits for
+    the batch formed after it arrives); the prefill worker's is not simulated (TensorRT-LLM's context servers run
+    with disable_overlap_scheduler: docs/launch.md). The roofline has no engine and forms no batch ahead."""
+    p = [q for q in silicon.plan(_small(sample, "disagg", 1)) if q["status"] == "ok"][0]
+    seen = []
+    orig = silicon.Predictor.closed
+
+    def closed(self, inst, n, isl, osl, prefilled=False, **k):
+        seen.append((prefilled, k.get("ahead", False)))
+        return orig(self, inst, n, isl, osl, prefilled=prefilled, **k)
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    for mode, want in (("achievable", True), ("roofline", False)):
+        seen.clear()
+        silicon.Predictor(mode)(dict(p, isl=512, osl=16, concurrency=4))
+        assert {a for pre, a in seen if pre} == {want} and {a for pre, a in seen if not pre} == {False}, mode

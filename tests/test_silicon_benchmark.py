@@ -247,3 +247,45 @@ def test_rows_that_ran_tep_hold_whole_experts_in_their_tp_group(sample_plans, di
     ({"id": "x_cfg1", "moe_tp_size": 4, "moe_ep_size": 1}, 4, 1, "tp"), ({"id": "x_cfg1"}, 1, 1, "tp")])
 def test_an_agg_row_ran_tep_when_its_name_or_its_moe_split_says_the_experts_spread_over_its_tp_group(row, tp, dp, want):
     assert silicon_plan.tep_experts(row, tp, dp) == want
+
+
+def test_a_point_runs_under_its_engine_s_overlap_scheduler_in_the_achievable_mode_but_sglang_s_speculative_runs(
+        agg_point, monkeypatch):
+    """vLLM, SGLang and TensorRT-LLM form step k + 1 while step k runs (their profiles' overlap_schedule); SGLang
+    turns that off for speculative decoding; the roofline bound has no engine, so no schedule is ahead."""
+    seen = []
+
+    class Inst:
+        budget = 8192
+
+    def closed(self, inst, n, isl, osl, **k):
+        seen.append(k)
+        return {"ttft_profile": 1.0, "tpot_profile": 1.0, "in_flight": n, "rate": 1.0, "preempted": 0}
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget: Inst())
+    monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
+    for engine in ("vllm", "sglang", "trtllm"):
+        silicon.Predictor("achievable")(dict(agg_point, engine=engine))
+        assert seen[-1]["ahead"] is True, engine
+        silicon.Predictor("roofline")(dict(agg_point, engine=engine))
+        assert seen[-1]["ahead"] is False, engine
+    silicon.Predictor("achievable")(dict(agg_point, engine="sglang", speculative="mtp", mtp=None))
+    assert seen[-1]["ahead"] is False
+    silicon.Predictor("achievable")(dict(agg_point, engine="vllm", speculative="mtp", mtp=None))
+    assert seen[-1]["ahead"] is True
+    silicon.Predictor("achievable", impl="graphs")(dict(agg_point, engine="vllm"))  # a profile without one
+    assert seen[-1]["ahead"] is False
+
+
+def test_an_impl_profile_s_overlap_schedule_is_true_or_false_and_a_bad_one_is_named():
+    from perfmodel.efficiency import impl_from_dict
+    from perfmodel.errors import SpecError
+
+    base = dict(name="x", source="test", launch="0 s", layer_overhead="0 s", step_overhead="0 s",
+                kernels={"value": {"attn_av": 0}, "source": "test"}, collectives=["ring"])
+    assert impl_from_dict(dict(base, overlap_schedule=True), "x.yaml").overlap_schedule is True
+    assert impl_from_dict(base, "x.yaml").overlap_schedule is False
+    for bad in ("yes", 1, None):
+        with pytest.raises(SpecError, match="overlap_schedule"):
+            impl_from_dict(dict(base, overlap_schedule=bad), "x.yaml")

@@ -142,7 +142,7 @@ def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, co
     fc = fastsim.FastCost(cost, budget)
     log: list = []
     r = fastsim.run(tr.arrival, P, O, sizes, fc, slots, budget, prefill, block, concurrency=conc, log=log,
-                    progress=progress)
+                    progress=progress, ahead=cost.ahead)
     done = r["done"]
     label = {"kv_manager": "paged" + ("+shared" if sharing else ""),
              "prefill": prefill if budget is None else f"{prefill}/{budget}"}

@@ -43,7 +43,8 @@ def fits_alone(sizes: KVSizes, block: int, prompt, out) -> np.ndarray:
 def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, prefill: str = "chunked",
         block: int = 16, prefilled: bool = False, stop: dict | None = None, every: int = 16,
         concurrency: int | None = None, leap: bool = True, log: list | None = None, progress=None,
-        wait: tuple | None = None, balance: tuple | None = None, recv: int | None = None) -> dict:
+        wait: tuple | None = None, balance: tuple | None = None, recv: int | None = None,
+        ahead: bool = False) -> dict:
     """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
@@ -82,7 +83,11 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     scheduler takes new requests off its socket only when a counter reaches k; each loop adds the weight of the
     batch it last ran, 1 for a decode batch and 1000 for any other (_WEIGHT_OF_FORWARD_MODE, _DEFAULT_WEIGHT), and
     the counter restarts at 0 when it takes them. So during decoding a request waits up to k - 1 iterations to be
-    seen; after a prefill iteration, or on an idle engine (whose loop spins), it is seen at once."""
+    seen; after a prefill iteration, or on an idle engine (whose loop spins), it is seen at once.
+    ahead=True: an overlap ("async") scheduler, which forms iteration i + 1's batch while iteration i runs (SGLang's
+    event_loop_overlap, vLLM's AsyncScheduler, TensorRT-LLM's overlap scheduler: "introduces one extra decoding
+    step"): iteration i's batch takes the requests that arrived before iteration i - 1 started, so a request
+    arriving during iteration i - 1 first runs in iteration i + 1; on an idle engine it is taken at once."""
     arrival = np.array(arrival, dtype=np.float64)  # a copy: a closed loop writes the send times into it
     n = arrival.size
     issued = n
@@ -124,6 +129,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     batch_iters = 0  # TensorRT-LLM's _adp_ctx_batching_wait_iters_count
     recv = int(recv) if recv and recv > 1 else 0  # SGLang: <= 1 is no skipper (SchedulerRecvSkipper.maybe_create)
     r_count, r_weight, seen = 0, recv, t  # its counter, the weight the next loop adds, arrivals taken up to `seen`
+    prev = None  # ahead: the start of the iteration before, while the engine is busy (None: idle)
 
     def free():
         return cap - blocks * bb - nseq * ps
@@ -146,12 +152,13 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
         a_w, o_w = arrival[lo:hi], np.maximum(O[lo:hi] - 1, 1)
 
     while True:
+        now = t if prev is None else prev  # ahead: this batch was formed as the iteration before it started
         if recv:
             r_count += r_weight
             if r_count >= recv:
-                r_count, seen = 0, t
+                r_count, seen = 0, now
         else:
-            seen = t
+            seen = now
         if nxt < n and arrival[nxt] <= seen:
             j = int(np.searchsorted(arrival, seen, side="right"))
             waiting.extend(range(nxt, j))
@@ -164,6 +171,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                 raise RuntimeError("closed loop: no request in flight and none sent")
             t = max(t, float(arrival[nxt]))
             r_weight = recv  # an idle loop spins: the request is taken at once
+            prev = None
             continue
         # every running request gets the blocks of its held tokens, oldest first; a shortage preempts the newest
         preempted = 0
@@ -247,7 +255,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                 grow = int(((rK + k + bm1) // b).sum()) - int(rH.sum())
                 dts = cost.decode_steps(rC + 1, k) if grow * bb * (1 + 1e-9) + 1.0 < free() else None
                 if dts is not None:
-                    if nxt < n:  # an arrival joins before the first iteration that starts at or after it
+                    if nxt < n:  # an arrival joins before the first iteration that starts at or after it (ahead:
+                        # the one after that; `prev` stays as it was, before the arrival, so the loop runs that one)
                         starts = t + np.concatenate([[0.0], np.cumsum(dts)[:-1]])
                         k = max(1, int(np.searchsorted(starts[1:], arrival[nxt], side="left")) + 1)
                         dts = dts[:k]
@@ -388,6 +397,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
         busy += dt
         if blocks > peak_blocks:
             peak_blocks = blocks
+        if ahead:
+            prev = t
         t = t_end
         if stop is not None and steps % every == 0 and nxt >= lo:
             f, d = first[lo:hi], done[lo:hi]

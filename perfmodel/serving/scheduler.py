@@ -181,14 +181,18 @@ class _Sim:
         budget = math.inf if budget is None else budget
         nxt, waiting, running = 0, deque(), []
         used_slots = 0
+        ahead = bool(getattr(self.cost, "ahead", False))  # an overlap scheduler (fastsim.run's ahead)
+        prev = None  # then: the start of the iteration before, while the engine is busy
         while True:
-            while nxt < tr.n and arrival[nxt] <= self.t:
+            seen = self.t if prev is None else prev  # the batch is formed as the iteration before it starts
+            while nxt < tr.n and arrival[nxt] <= seen:
                 waiting.append(groups[nxt])
                 nxt += 1
             if not running and not waiting:
                 if nxt >= tr.n:
                     break
-                self.t = float(arrival[nxt])
+                self.t = max(self.t, float(arrival[nxt]))  # an idle engine takes a request at once
+                prev = None
                 continue
             # room for every running group's held tokens, oldest first; a shortage preempts the newest
             preempted, i = 0, 0
@@ -281,6 +285,8 @@ class _Sim:
             self.record(dt, kind, len(rows), dec, pre_tok, gen,
                         sum(len(g.seqs) for g in running), used_slots, len(waiting),
                         mem.snapshot(waiting[0] if waiting else None), preempted)
+            if ahead:
+                prev = self.t
             self.t = t_end
             self.generated += gen
 

@@ -171,11 +171,12 @@ class Predictor:
 
     def closed(self, inst: Instance, n: int, isl: int, osl: int, prefilled=False, prefill="chunked", slots=None,
                warmup=None, rounds=None, tokens=None, wait=None, balance=None, profile: int = PROFILE_ROUNDS,
-               spread: float | None = None, recv: int | None = None) -> dict:
+               spread: float | None = None, recv: int | None = None, ahead: bool = False) -> dict:
         """One worker's closed loop of n clients: mean TTFT, mean stage time and TPOT, request rate, in flight.
         tokens: the output tokens a request streams where the simulation runs fewer iterations (osl) than that
         (speculative decoding emits several a step); TPOT is over tokens - 1. wait, balance, recv: the engine's batch
-        waiting, attention-DP balancing and SGLang's receive interval (fastsim.run's). profile: the rounds of n requests the benchmark measures
+        waiting, attention-DP balancing and SGLang's receive interval (fastsim.run's); ahead: its overlap scheduler
+        (fastsim.run's). profile: the rounds of n requests the benchmark measures
         (profile_mean). spread: the benchmark draws each prompt and output length uniformly from int(L x spread) to
         L (benchmark_serving.py sample_random_requests, --random-range-ratio): they are those lengths, evenly spaced
         over the range and shuffled with a fixed seed, so that a prediction has the range's mean and spread without
@@ -186,7 +187,7 @@ class Predictor:
         if spread is not None and tokens != osl:
             raise ValueError("spread lengths with speculative steps are not simulated")
         key = (inst.serial, n, isl, osl, prefilled, prefill, slots, warmup, rounds, tokens, wait, balance, profile,
-               spread, recv)
+               spread, recv, ahead)
         r = self.results.get(key)
         if r is not None:
             return r
@@ -201,7 +202,7 @@ class Predictor:
             raise SpecError("silicon", None, f"does not fit: one request's KV cache ({isl} + {osl} tokens) is more "
                                              f"than the {inst.sizes.capacity:.4g} B left after the weights")
         s = fastsim.run(np.zeros(total), P, O, inst.sizes, inst.cost, slots, inst.budget, prefill, inst.block,
-                        prefilled=prefilled, concurrency=n, wait=wait, balance=balance, recv=recv)
+                        prefilled=prefilled, concurrency=n, wait=wait, balance=balance, recv=recv, ahead=ahead)
         w = slice(warm, warm + rounds * n)
         sent, first, last, done = s["arrival"][w], s["first"][w], s["last"][w], s["done"][w]
         t_a, t_b = float(sent.min()), float(done.max())
@@ -225,6 +226,7 @@ class Predictor:
         inst = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
         isl, osl, slots = p["isl"], p["osl"], self.no_evict(inst, p["isl"], p["osl"], p["engine"])
         tokens = None
+        ahead = self.ahead(p)
         if self.mtp_priced(p):  # the configuration that ran it drafted k tokens a step
             inst = self.speculative(inst, int(p["mtp"]), isl, osl)
             osl, tokens = inst.cost.steps(), osl
@@ -239,7 +241,7 @@ class Predictor:
         r = self.closed(inst, p["concurrency"], isl, osl, prefill=PREFILL.get(p.get("engine"), "chunked"),
                         slots=slots, tokens=tokens, wait=wait, balance=balance,
                         profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"),
-                        recv=p.get("recv"))
+                        recv=p.get("recv"), ahead=ahead)
         return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
                 "request_rate": r["rate"],
                 "preempted": r["preempted"]}
@@ -259,6 +261,7 @@ class Predictor:
         move = float(tr(np.array([isl]))[0])
         slots = self.no_evict(dec, isl, osl, p["engine"])
         tokens = osl
+        ahead = self.ahead(p)  # the decode worker's overlap scheduler (the prefill worker's: not simulated)
         if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
             dec = self.speculative(dec, int(p["mtp"]), isl, osl)
             osl = dec.cost.steps()
@@ -272,14 +275,16 @@ class Predictor:
             c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d)
             c_d = max(1, round((N - c_p * Wp) / Wd))
             a = self.closed(pre, c_p, isl, 1, prefill="separate", **quick)
-            b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, **quick) if osl > 1 else None
+            b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **quick)
+                 if osl > 1 else None)
             x_p, x_d = Wp * c_p / (a["stage"] + move), (Wd * b["rate"] if b else math.inf)
             if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
                 break
             est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d)
             f_p, f_d = x_p / est_p, x_d / est_d
         a = self.closed(pre, c_p, isl, 1, prefill="separate", **bench)  # the answer: the configured warm-up, rounds
-        b = self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, **bench) if osl > 1 else None
+        b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **bench)
+             if osl > 1 else None)
         # the benchmark's phase opens with all N prompts sent at once to an empty server: every one of them is in the
         # prefill pool's first round (N / W_p a worker), not the share c_p the pools hold once the loop is steady
         t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"], **bench) + move
@@ -288,6 +293,13 @@ class Predictor:
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
                 "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
                 "decode_clients": c_d * Wd}
+
+    def ahead(self, p: dict) -> bool:
+        """Whether the point's engine forms step k + 1 while step k runs (its profile's overlap_schedule, fastsim.run's
+        ahead): not SGLang with speculative decoding, which turns it off without spec v2 (sglang-0.5.yaml)."""
+        impl = self.impl_for(p.get("engine", ""))
+        return bool(getattr(impl, "overlap_schedule", False)) and not (p.get("engine") == "sglang" and
+                                                                       p.get("speculative") == "mtp")
 
     @staticmethod
     def mtp_priced(p: dict) -> bool:

@@ -24,7 +24,8 @@ import numpy as np
 
 from .. import engine
 from ..ops import Layout, Precision, build_ops
-from ..specs import Hardware, Model
+from ..specs import Hardware, Model, load_impl
+from ..timemodel import DEFAULT_IMPL
 from .traffic import _whole
 
 FIELDS = ("flops", "w_read", "kv_read", "act_read", "act_write", "kv_write")  # summed over the sequences (w_read: max)
@@ -41,6 +42,8 @@ class StepCost:
         self.model, self.hw, self.prec, self.q = model, hw, prec, _whole(quantum, "--cost-quantum")
         self.layout, self.mode = layout, mode
         self.tm = engine.time_model(mode, hw, impl)  # the roofline's ideal bound or the achievable estimate
+        # the engine forms step k + 1 while step k runs (its profile's overlap_schedule; fastsim.run's ahead)
+        self.ahead = mode == "achievable" and load_impl(impl or DEFAULT_IMPL).overlap_schedule
         self.cache: dict = {}
         self.held = 0  # rows held by the memo's keys
         self.calls = 0
