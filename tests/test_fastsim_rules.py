@@ -377,3 +377,31 @@ def test_serve_sim_under_an_engine_profile_forms_its_batches_ahead_and_its_ttft_
     step = on["mean_tpot_s"]
     assert off["mean_ttft_s"] < on["mean_ttft_s"] < off["mean_ttft_s"] + 2 * step
     assert on["mean_tpot_s"] == pytest.approx(off["mean_tpot_s"], rel=0.05)
+
+
+def test_the_capacity_searches_run_an_engine_profile_s_replica_with_its_batches_formed_ahead(monkeypatch):
+    """A replica in the capacity and SLO searches is priced and scheduled as serve-sim schedules it: under an engine
+    profile with overlap_schedule its batches are formed one iteration ahead, in the open-loop rate search, the
+    closed loop and a disaggregated decode pool; under the roofline they are not."""
+    from perfmodel.ops import Layout
+    from perfmodel.serving import capacity, disagg, slo
+
+    m = load_model("llama-3.1-8b")
+    seen = []
+    orig = fastsim.run
+
+    def run(*a, **k):
+        seen.append(k.get("ahead", False))
+        return orig(*a, **k)
+
+    monkeypatch.setattr(fastsim, "run", run)
+    wl = slo.Workload(512, 64, 1.0, 0.1, 90, 1, 0, 60, 0.1)
+    for mode, impl, want in (("achievable", "vllm-0.24", True), ("roofline", None, False),
+                             ("achievable", "graphs", False)):
+        inst = slo.Instance(m, HW, Precision(), Layout(), mode, impl, 16, 4096, None, 16)
+        assert inst.ahead is want
+        seen.clear()
+        slo.simulate_rate(inst, wl, 60, 2.0, 0)
+        capacity.closed(m, HW, Precision(), Layout(), mode, wl, None, (inst, None, None), 4)
+        disagg.decode_rate(inst, wl, 60, 2.0, 0)  # a disaggregated decode pool
+        assert seen == [want, want, want], (mode, impl)

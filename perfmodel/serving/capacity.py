@@ -153,7 +153,7 @@ def closed(model, hw, prec, lay: Layout, mode, wl: Workload, price, prepared, co
     for seed in wl.seeds:
         _, P, O = wl.trace(n, 1.0, seed)
         r = fastsim.run(np.zeros(n), P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block,
-                        concurrency=c)
+                        concurrency=c, ahead=inst.ahead)
         sent, first, last, done = r["arrival"][w], r["first"][w], r["last"][w], r["done"][w]
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(O[w] > 1, (last - first) / (O[w] - 1), np.nan)

@@ -103,7 +103,7 @@ def decode_rate(inst, wl, n, rate, seed) -> dict:
     w = wl.window(m)
     stop = {"window": w, "ttft": math.inf, "tpot": wl.slo_tpot, "q": wl.q}
     r = fastsim.run(arr, P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block,
-                    prefilled=True, stop=stop)
+                    prefilled=True, stop=stop, ahead=inst.ahead)
     d = r["done"][w]
     tpot = np.where(d >= 0, (r["last"][w] - arr[w]) / (O[w] - 1), np.nan)
     v = _verdict(np.full(tpot.size, np.nan), tpot, wl, r["stopped"])
@@ -140,7 +140,7 @@ def coupled_rate(pre, n_p, dec, n_d, transfer, wl, n_dec, rate, seed, full=False
     wd = wl.window(order.size)
     stop = {"window": wd, "ttft": math.inf, "tpot": math.inf if full else wl.slo_tpot, "q": wl.q}
     r = fastsim.run(a_d, P_d, O_d, dec.sizes, dec.cost, dec.slots, dec.budget, "chunked", dec.block, prefilled=True,
-                    stop=stop)
+                    stop=stop, ahead=dec.ahead)
     d = r["done"][wd]
     tpot = np.where(d >= 0, (r["last"][wd] - a_d[wd]) / (O_d[wd] - 1), np.nan)
     v2 = _verdict(ttft, tpot, wl, r["stopped"])

@@ -83,6 +83,7 @@ class Instance:
         self.sizes = kv_sizes(model, hw, prec, lay)  # SpecError when the weights leave no memory
         self.cost = fastsim.FastCost(StepCost(model, hw, prec, quantum, lay, mode, impl), budget)
         self.budget, self.slots, self.block = budget, slots, block
+        self.ahead = self.cost.base.ahead  # its engine forms step k + 1 while step k runs (fastsim.run's ahead)
 
     def step(self, T, S) -> float:
         return self.cost(np.asarray(T, dtype=np.int64), np.asarray(S, dtype=np.int64))
@@ -146,7 +147,8 @@ def simulate_rate(inst: Instance, wl: Workload, n: int, rate: float, seed: int, 
     rule = wl.stop_rule(n) if stop else None
     if stop == "window":  # run until the measured requests are done, whatever their latencies
         rule.update(ttft=math.inf, tpot=math.inf)
-    r = fastsim.run(arr, P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block, stop=rule)
+    r = fastsim.run(arr, P, O, inst.sizes, inst.cost, inst.slots, inst.budget, "chunked", inst.block, stop=rule,
+                    ahead=inst.ahead)
     w = wl.window(n)
     ttft = r["first"][w] - arr[w]
     ttft = np.where(r["first"][w] >= 0, ttft, np.nan)
