@@ -554,7 +554,7 @@ def test_a_disaggregated_point_s_decode_worker_forms_its_batches_ahead_and_its_p
         assert {a for pre, a in seen if pre} == {want} and {a for pre, a in seen if not pre} == {False}, mode
 
 
-def test_a_disaggregated_point_of_one_output_token_has_no_decode_stage(sample):
+def test_a_disaggregated_point_of_one_output_token_has_no_decode_stage(sample, monkeypatch):
     """One output token comes with the prefill: the decode worker is not simulated (no TPOT: NaN), and the TTFT is
     the prefill pool's stage plus the KV transfer. With two, the decode worker runs and its first iteration is in
     the TTFT (Dynamo streams a request's tokens from the decode worker)."""
@@ -562,5 +562,14 @@ def test_a_disaggregated_point_of_one_output_token_has_no_decode_stage(sample):
     pred = silicon.Predictor("roofline")
     r = pred(dict(p, isl=512, osl=1, concurrency=4, spread=None))
     assert math.isnan(r["tpot_s"]) and r["ttft_s"] > r["transfer_s"] > 0
+    seen = []
+    orig = silicon.Predictor.closed
+
+    def closed(self, inst, n, isl, osl, prefilled=False, **k):
+        seen.append((prefilled, k.get("warmup")))
+        return orig(self, inst, n, isl, osl, prefilled=prefilled, **k)
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
     two = pred(dict(p, isl=512, osl=2, concurrency=4, spread=None))  # two: the decode worker makes the second
     assert not math.isnan(two["tpot_s"]) and two["ttft_s"] > r["ttft_s"]  # both tokens in its first response
+    assert (True, 1) in seen and (True, None) in seen  # the split's search simulates the decode worker too

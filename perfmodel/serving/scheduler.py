@@ -181,7 +181,7 @@ class _Sim:
         budget = math.inf if budget is None else budget
         nxt, waiting, running = 0, deque(), []
         used_slots = 0
-        ahead = bool(getattr(self.cost, "ahead", False))  # an overlap scheduler (fastsim.run's ahead)
+        ahead = self.cost.ahead  # an overlap scheduler (fastsim.run's ahead)
         prev = None  # then: the start of the iteration before, while the engine is busy
         while True:
             seen = self.t if prev is None else prev  # the batch is formed as the iteration before it starts
