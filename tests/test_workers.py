@@ -226,6 +226,25 @@ def test_stopping_a_pool_whose_manager_thread_was_never_started_is_quiet():
     assert ex._executor_manager_thread is None or not ex._executor_manager_thread.is_alive()
 
 
+def test_stopping_a_pool_whose_shutdown_lock_an_interrupted_submit_left_held_ends_it():
+    """A Ctrl-C inside submit()'s `with self._shutdown_lock:` can leave the lock held (CPython bpo-29988); then
+    shutdown() and the pool's manager thread would wait on it for ever. _stop takes the lock back and ends the
+    pool: its workers terminated, its manager thread ended, every task done."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    ex = cf.ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("fork"), initializer=workers._worker_signals)
+    futs = [ex.submit(_sleep, 30) for _ in range(4)]
+    while not any(f.running() for f in futs):
+        time.sleep(0.01)
+    manager = ex._executor_manager_thread
+    ex._shutdown_lock.acquire()  # as the interrupted submit() leaves it
+    workers._stop(ex)
+    assert not manager.is_alive() and all(f.done() for f in futs)
+    assert ex._shutdown_lock.acquire(timeout=1)  # free again
+    ex._shutdown_lock.release()
+
+
 def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130_every_time(tmp_path):
     """The command's side: five two-worker runs, each interrupted a second after its pool started working: the
     announcement, then one line on stderr, exit 130, no output file."""
