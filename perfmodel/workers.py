@@ -119,10 +119,9 @@ def _stop(ex) -> None:
     without a lock: after a Ctrl-C the two raced and printed an OSError traceback (EBADF) after the one-line
     message, about one run in three. A Ctrl-C can also land while the first submit() is starting that thread
     (inside Thread.start, waiting for it to run): then it is given 1 s to start before it is joined, and one that
-    never started is not joined (join() would raise and print a traceback after the message). The suite under load
-    once saw a run not end 60 s after its Ctrl-C (1 of about 50 interrupted runs, not reproduced since); a likely
-    cause is a Ctrl-C inside submit()'s `with self._shutdown_lock:` leaving that lock held (CPython bpo-29988), on
-    which shutdown() and the manager thread then wait for ever: the lock is released when it cannot be taken in 1 s."""
+    never started is not joined (join() would raise and print a traceback after the message). A Ctrl-C inside
+    submit()'s `with self._shutdown_lock:` can leave that lock held (CPython bpo-29988), and shutdown() and the
+    manager thread would then wait on it for ever: the lock is released when it cannot be taken in 1 s."""
     manager = getattr(ex, "_executor_manager_thread", None)
     for p in list((getattr(ex, "_processes", None) or {}).values()):
         p.terminate()
