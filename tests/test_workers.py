@@ -254,11 +254,17 @@ def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130_every_time(tmp_pa
     exe = Path(sys.executable).with_name("perfmodel")  # the console script, as a user runs it
     for _ in range(5):
         p = subprocess.Popen([str(exe), "validate", "--serving", "--max-points", "20000", "--workers", "2", "-o",
-                              str(tmp_path / "p.csv")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              str(tmp_path / "p.csv")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)  # its own group: a run that ignores the signal is killed whole
         first = p.stderr.readline()  # "perfmodel: predicting N measured serving points ...": the pool is next
         time.sleep(1.0)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # the command and its workers, not left computing behind the suite
+            out, err = p.communicate()
+            pytest.fail(f"no exit 60 s after SIGINT: {err}")
         assert first.startswith("perfmodel: predicting") and p.returncode == 130, first + err
         assert err.strip().splitlines() == ["perfmodel: interrupted by SIGINT; output files were left as they were "
                                             "before this run"], err
