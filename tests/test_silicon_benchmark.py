@@ -60,11 +60,9 @@ def test_the_benchmark_s_rounds_weigh_its_opening_burst(agg_point):
         assert 20 * r20[f"{k}_profile"] - 10 * r10[f"{k}_profile"] == pytest.approx(10 * r20[k], rel=1e-9)
 
 
-def test_a_point_s_batch_waiting_and_balancing_reach_the_simulation_as_its_engine_applies_them(agg_point,
-                                                                                               monkeypatch):
-    """TensorRT-LLM applies batch waiting without attention DP (its token threshold a share of max_num_tokens, the
-    worker's budget) and attention-DP balancing with it (over its DP ranks); each is ignored in the other case. The
-    rounds and the length range reach the closed loop as the point gives them."""
+def _record_closed(monkeypatch) -> list:
+    """Predictor.closed replaced by a recorder of its keyword arguments (the settings a point reaches the closed loop
+    with), on a stand-in worker of an 8,192-token budget whose memory holds 64 requests."""
     seen = []
 
     class Inst:
@@ -77,6 +75,15 @@ def test_a_point_s_batch_waiting_and_balancing_reach_the_simulation_as_its_engin
     monkeypatch.setattr(silicon.Predictor, "closed", closed)
     monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget: Inst())
     monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
+    return seen
+
+
+def test_a_point_s_batch_waiting_and_balancing_reach_the_simulation_as_its_engine_applies_them(agg_point,
+                                                                                               monkeypatch):
+    """TensorRT-LLM applies batch waiting without attention DP (its token threshold a share of max_num_tokens, the
+    worker's budget) and attention-DP balancing with it (over its DP ranks); each is ignored in the other case. The
+    rounds and the length range reach the closed loop as the point gives them."""
+    seen = _record_closed(monkeypatch)
     p = dict(agg_point, engine="trtllm", batch_wait=(40, 0.8), adp_balance=(60, 0), profile=10, spread=0.8)
     silicon.Predictor("roofline")(p)
     assert (seen[-1]["wait"], seen[-1]["balance"]) == ((40, 0.8 * 8192), None)
@@ -253,18 +260,7 @@ def test_a_point_runs_under_its_engine_s_overlap_scheduler_in_the_achievable_mod
         agg_point, monkeypatch):
     """vLLM, SGLang and TensorRT-LLM form step k + 1 while step k runs (their profiles' overlap_schedule); SGLang
     turns that off for speculative decoding; the roofline bound has no engine, so no schedule is ahead."""
-    seen = []
-
-    class Inst:
-        budget = 8192
-
-    def closed(self, inst, n, isl, osl, **k):
-        seen.append(k)
-        return {"ttft_profile": 1.0, "tpot_profile": 1.0, "in_flight": n, "rate": 1.0, "preempted": 0}
-
-    monkeypatch.setattr(silicon.Predictor, "closed", closed)
-    monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget: Inst())
-    monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
+    seen = _record_closed(monkeypatch)
     for engine in ("vllm", "sglang", "trtllm"):
         silicon.Predictor("achievable")(dict(agg_point, engine=engine))
         assert seen[-1]["ahead"] is True, engine
