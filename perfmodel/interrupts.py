@@ -19,6 +19,38 @@ import _signal  # the C module: `signal` would import enum and re first, widenin
 _NAMES = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM"}
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived while the command worked (cli/main.py's handlers raise it). A BaseException
+    that is not KeyboardInterrupt, so that click passes it through unchanged (it turns KeyboardInterrupt into
+    Abort) and no `except Exception` swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+pending = 0  # the signal that was raised as Interrupted and has not ended the command yet (0: none)
+
+
+def note(signum: int) -> None:
+    """Remember a signal before raising it: a handler's exception can be lost where the handler happened to
+    run (inside a finalizer or a weakref callback, whose exceptions Python prints as 'ignored' and drops; one
+    run under load kept computing after its Ctrl-C), and long waits look here (raise_pending) as well."""
+    global pending
+    pending = signum
+
+
+def clear() -> None:
+    global pending
+    pending = 0
+
+
+def raise_pending() -> None:
+    """Raise Interrupted again if a signal arrived and its exception was lost on the way (see note)."""
+    if pending:
+        raise Interrupted(pending)
+
+
 def _say_and_exit(signum: int, when: str) -> None:
     try:
         os.write(2, f"perfmodel: interrupted by {_NAMES.get(signum, signum)} {when}\n".encode())

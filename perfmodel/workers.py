@@ -16,7 +16,10 @@ import os
 import sys
 import time
 
+from . import interrupts
 from .errors import SpecError
+
+_POLL = 0.25  # s: how often a wait on workers looks for a signal whose exception was lost (interrupts.note)
 
 
 def cores() -> int:
@@ -93,6 +96,7 @@ def run(fn, tasks: list, workers=None, cluster=None, label: str = "", show: bool
             out = []
             for i, t in enumerate(tasks):
                 out.append(fn(t))
+                interrupts.raise_pending()
                 bar.advance(i, out[-1])
             return out
         return _local(fn, tasks, min(n, len(tasks)), bar)
@@ -150,8 +154,12 @@ def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
     try:
         futs = [ex.submit(fn, t) for t in tasks]
         index = {f: i for i, f in enumerate(futs)}
-        for f in cf.as_completed(futs):
-            bar.advance(index[f], f.result())  # the first failure ends the run
+        waiting = set(futs)
+        while waiting:  # cf.wait in slices, not as_completed: a Ctrl-C whose exception was lost still ends it
+            done, waiting = cf.wait(waiting, timeout=_POLL, return_when=cf.FIRST_COMPLETED)
+            interrupts.raise_pending()
+            for f in sorted(done, key=index.__getitem__):
+                bar.advance(index[f], f.result())  # the first failure ends the run
         out = [f.result() for f in futs]
     except cf.process.BrokenProcessPool:  # a worker killed from outside (the kernel's out-of-memory killer, kill -9)
         _stop(ex)
@@ -207,13 +215,21 @@ def imap(fn, tasks, workers=None, cluster=None, window: int | None = None):
 
         def close():
             _stop(ex)
+    def result(f):
+        while True:  # in slices: a Ctrl-C whose exception was lost still ends it (interrupts.note)
+            interrupts.raise_pending()
+            try:
+                return f.result(timeout=_POLL)
+            except TimeoutError:
+                pass
+
     try:
         for t in tasks:
             pending.append(submit(t))
             if len(pending) >= window:
-                yield pending.popleft().result()
+                yield result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield result(pending.popleft())
     finally:
         for f in pending:
             f.cancel()

@@ -9,7 +9,9 @@ from typing import Optional
 
 import numpy as np
 
+from .. import interrupts
 from ..errors import ContextWarning, DataWarning, LoadWarning, SpecError
+from ..interrupts import Interrupted
 from .common import PipeClosed, app
 
 
@@ -47,16 +49,8 @@ def main(argv: Optional[list] = None) -> int:
     return code
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived. A BaseException that is not KeyboardInterrupt, so that click passes it
-    through unchanged (it turns KeyboardInterrupt into Abort) and no `except Exception` swallows it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
 def _raise(signum, frame):
+    interrupts.note(signum)  # kept where workers' waits look, should this exception be lost (perfmodel/interrupts.py)
     raise Interrupted(signum)
 
 
@@ -88,12 +82,14 @@ def _main(argv: Optional[list] = None) -> int:
     fileio = sys.modules.get("perfmodel.fileio")
     if fileio is not None:
         fileio.WRITTEN.clear()  # this run's outputs only
+    interrupts.clear()
     old = _handlers()
     try:
         return _run(argv)
     except Interrupted as e:  # arrived outside the app (while printing, or unwinding)
         return _interrupted(e.signum)
     finally:
+        interrupts.clear()
         for sig, h in old.items():
             signal.signal(sig, h)
 
@@ -116,6 +112,7 @@ def _run(argv: Optional[list] = None) -> int:
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):  # a non-finite result is an error
             rv = _command().main(args=argv, prog_name="perfmodel", standalone_mode=False)
+        interrupts.raise_pending()  # a signal whose exception was lost on the way still ends the run as one
         if rv == 130:  # typer's answer to a KeyboardInterrupt it caught itself
             return _interrupted(signal.SIGINT)
         if isinstance(rv, int) and not isinstance(rv, bool) and rv:  # a command's ctx.exit(n)
@@ -169,9 +166,7 @@ def _quiet_stdout() -> None:
 
 def run() -> None:
     rc = main()
-    from ..interrupts import install_late
-
-    install_late()  # not the start-up handlers main() restored: the work is done by now
+    interrupts.install_late()  # not the start-up handlers main() restored: the work is done by now
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # the last buffered output met a closed pipe: still a normal end
