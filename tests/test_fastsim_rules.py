@@ -405,3 +405,23 @@ def test_the_capacity_searches_run_an_engine_profile_s_replica_with_its_batches_
         capacity.closed(m, HW, Precision(), Layout(), mode, wl, None, (inst, None, None), 4)
         disagg.decode_rate(inst, wl, 60, 2.0, 0)  # a disaggregated decode pool
         assert seen == [want, want, want], (mode, impl)
+
+
+@pytest.mark.parametrize("leap", [True, False], ids=["leaping", "step by step"])
+def test_a_prefilled_request_of_one_output_token_is_done_on_arrival_and_holds_no_cache(leap):
+    """Its only token came from the prefill pool: first = last = done = its arrival, and the other request decodes
+    as if alone (it crashed on a zero-size max, reachable from a disaggregated closed loop with osl = 2 spread)."""
+    r = fastsim.run([0.0, 0.5], [96, 96], [3, 1], SIZES, fastsim.ExactCost(COST), prefilled=True, leap=leap)
+    alone = fastsim.run([0.0], [96], [3], SIZES, fastsim.ExactCost(COST), prefilled=True, leap=leap)
+    assert r["first"][1] == r["last"][1] == r["done"][1] == 0.5
+    assert r["done"][0] == alone["done"][0] and r["generated"] == alone["generated"] == 2
+    assert r["peak_kv_bytes"] == alone["peak_kv_bytes"]
+
+
+def test_in_a_closed_loop_a_one_token_prefilled_request_frees_its_client_at_once():
+    """One client, three requests: the second (one output token) is done when it arrives, and the third is sent
+    then, so it starts where the first ended."""
+    r = fastsim.run([0.0, 0.0, 0.0], [96, 96, 96], [3, 1, 3], SIZES, fastsim.ExactCost(COST), prefilled=True,
+                    concurrency=1)
+    assert r["arrival"][1] == r["done"][0] == r["done"][1] == r["arrival"][2]
+    assert r["done"][2] - r["arrival"][2] == pytest.approx(r["done"][0], rel=1e-12)

@@ -48,7 +48,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     """Continuous batching with the paged KV manager over requests sorted by arrival (see the module docstring).
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
-    (a disaggregated decode pool): it holds prompt + 1 tokens and decodes out - 1 more.
+    (a disaggregated decode pool): it holds prompt + 1 tokens and decodes out - 1 more (one with out = 1 is done on
+    arrival and never holds the cache).
     stop: {"window": slice, "ttft": s, "tpot": s, "q": percentile} ends the run as soon as the verdict on the
     window's requests is certain (checked every `every` iterations): when all of them are done (the result
     "stopped" None), or when so many already exceed an SLO that the q-th percentile must ("stopped" "ttft"
@@ -130,6 +131,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     recv = int(recv) if recv and recv > 1 else 0  # SGLang: <= 1 is no skipper (SchedulerRecvSkipper.maybe_create)
     r_count, r_weight, seen = 0, recv, t  # its counter, the weight the next loop adds, arrivals taken up to `seen`
     prev = None  # ahead: the start of the iteration before, while the engine is busy (None: idle)
+    at_once = prefilled and bool((O <= 1).any())
 
     def free():
         return cap - blocks * bb - nseq * ps
@@ -161,7 +163,18 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             seen = now
         if nxt < n and arrival[nxt] <= seen:
             j = int(np.searchsorted(arrival, seen, side="right"))
-            waiting.extend(range(nxt, j))
+            if at_once:  # prefilled with one output token: it came done (its only token made by the prefill pool)
+                idx = np.arange(nxt, j)
+                z = idx[O[idx] <= 1]
+                first[z] = last[z] = done[z] = arrival[z]
+                n_done += int(z.size)
+                if issued < n and z.size:  # closed loop: their clients send their next requests now
+                    k = min(int(z.size), n - issued)
+                    arrival[issued:issued + k] = np.maximum(arrival[z[:k]], arrival[issued - 1])  # kept sorted
+                    issued += k
+                waiting.extend(idx[O[idx] > 1].tolist())
+            else:
+                waiting.extend(range(nxt, j))
             nxt = j
         m = rid.size
         if not m and not waiting:
