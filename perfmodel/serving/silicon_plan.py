@@ -151,7 +151,7 @@ def concurrency(row) -> int | None:
 def agg_replicas(row, n: int) -> int:
     """Workers behind the benchmark's router for an agg row: the clients over batch_size x attention_dp_size where
     that divides them at least twice, else 1. AIConfigurator's own predictor (predict_silicon_sample.py) prices an agg
-    row as one worker at batch_size, and 29 rows of the sample have more clients than that: Qwen3-32B NVFP4 on B200,
+    row as one worker at batch_size, and 30 rows of the sample have more clients than that: Qwen3-32B NVFP4 on B200,
     15,000-token prompts, 416 clients of batch_size 13 (32 workers of 2 GPUs; 416 such requests hold 845 GB of KV
     cache at fp8, which no 2-GPU worker has, and they measured a 719 ms TTFT, no queue of hours)."""
     b, d = _int(row.get("batch_size")), _int(row.get("attention_dp_size")) or 1
