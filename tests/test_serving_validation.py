@@ -573,29 +573,3 @@ def test_a_disaggregated_point_of_one_output_token_has_no_decode_stage(sample, m
     two = pred(dict(p, isl=512, osl=2, concurrency=4, spread=None))  # two: the decode worker makes the second
     assert not math.isnan(two["tpot_s"]) and two["ttft_s"] > r["ttft_s"]  # both tokens in its first response
     assert (True, 1) in seen and (True, None) in seen  # the split's search simulates the decode worker too
-
-
-def test_an_agg_row_with_more_clients_than_batch_size_times_ranks_runs_them_over_that_many_workers():
-    """AIConfigurator prices an agg row as one worker at batch_size; where the clients are a multiple (at least 2)
-    of batch_size x attention_dp_size, the benchmark spread them over that many workers; else one worker."""
-    row = {"batch_size": 13.0, "attention_dp_size": 1.0}
-    assert silicon_plan.agg_replicas(row, 416) == 32
-    assert silicon_plan.agg_replicas(row, 13) == 1 and silicon_plan.agg_replicas(row, 417) == 1
-    assert silicon_plan.agg_replicas({"batch_size": 128.0, "attention_dp_size": 4.0}, 512) == 1  # DP ranks: one
-    assert silicon_plan.agg_replicas({"batch_size": 128.0, "attention_dp_size": 4.0}, 1024) == 2
-    assert silicon_plan.agg_replicas({"batch_size": float("nan"), "attention_dp_size": 1.0}, 8) == 1
-    assert silicon_plan.agg_replicas({"batch_size": 32.0, "attention_dp_size": 64.0}, 32) == 1  # fewer: as given
-
-
-def test_a_row_over_several_workers_is_each_worker_s_share_of_the_clients_and_counts_them_all(sample):
-    """Qwen3-32B on GB200, tp 2, 8 clients of batch_size 4: 2 workers of 4 clients; TTFT and TPOT are one worker's
-    with 4 clients, and the in-flight requests and request rate are both workers'."""
-    row = sample[sample["id"] == "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c8_tp2_epnone_4"]
-    p = silicon.plan(row)[0]
-    assert p["status"] == "ok" and p["replicas"] == 2 and "8 clients over 2 workers of 4" in p["assumed"]
-    assert silicon._lay(p) == "2xtp2"
-    one = {k: v for k, v in p.items() if k != "replicas"} | {"concurrency": 4}
-    got, want = silicon.Predictor("roofline")(p), silicon.Predictor("roofline")(one)
-    assert got["ttft_s"] == want["ttft_s"] and got["tpot_s"] == want["tpot_s"]
-    assert got["in_flight"] == pytest.approx(2 * want["in_flight"], rel=1e-12) and want["in_flight"] == pytest.approx(4)
-    assert got["request_rate"] == pytest.approx(2 * want["request_rate"], rel=1e-12)

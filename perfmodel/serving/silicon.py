@@ -238,13 +238,12 @@ class Predictor:
         wait, dp = p.get("batch_wait"), p["layout"].ep
         wait = None if not wait or dp > 1 else (wait[0], wait[1] * inst.budget)
         balance = (dp, *p["adp_balance"]) if p.get("adp_balance") and dp > 1 else None
-        k = p.get("replicas", 1)  # identical workers behind a router: each runs its share of the clients
-        r = self.closed(inst, p["concurrency"] // k, isl, osl, prefill=PREFILL.get(p.get("engine"), "chunked"),
+        r = self.closed(inst, p["concurrency"], isl, osl, prefill=PREFILL.get(p.get("engine"), "chunked"),
                         slots=slots, tokens=tokens, wait=wait, balance=balance,
                         profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"),
                         recv=p.get("recv"), ahead=ahead)
-        return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"] * k,
-                "request_rate": r["rate"] * k,
+        return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
+                "request_rate": r["rate"],
                 "preempted": r["preempted"]}
 
     def disagg(self, p: dict) -> dict:
@@ -493,4 +492,4 @@ def _lay(p: dict) -> str:
     f = lambda l: ("tep" if l.experts == "ep" else "tp") + f"{l.tp}" + (f"xdp{l.ep}" if l.ep > 1 else "")  # noqa: E731
     if "decode_layout" in p:
         return f"{p['prefill_workers']}x{f(p['layout'])} + {p['decode_workers']}x{f(p['decode_layout'])}"
-    return (f"{p['replicas']}x" if p.get("replicas", 1) > 1 else "") + f(p["layout"])
+    return f(p["layout"])

@@ -148,19 +148,6 @@ def concurrency(row) -> int | None:
     return None if b is None or w is None else b * w * d
 
 
-def agg_replicas(row, n: int) -> int:
-    """Workers behind the benchmark's router for an agg row: the clients over batch_size x attention_dp_size where
-    that divides them at least twice, else 1. AIConfigurator's own predictor (predict_silicon_sample.py) prices an agg
-    row as one worker at batch_size, and 30 rows of the sample have more clients than that: Qwen3-32B NVFP4 on B200,
-    15,000-token prompts, 416 clients of batch_size 13 (32 workers of 2 GPUs; 416 such requests hold 845 GB of KV
-    cache at fp8, which no 2-GPU worker has, and they measured a 719 ms TTFT, no queue of hours)."""
-    b, d = _int(row.get("batch_size")), _int(row.get("attention_dp_size")) or 1
-    if b is None or b < 1 or n is None:
-        return 1
-    k, rem = divmod(int(n), b * d)
-    return k if k >= 2 and rem == 0 else 1
-
-
 _ID_TP_EP = re.compile(r"_tp(\d+)_ep(\d+)_")  # InferenceX's run name: its GPUs and the expert parallelism in them
 
 
@@ -320,11 +307,6 @@ def plan(df, recipes=None) -> list[dict]:
                 r["reason"] = why
                 continue
             r.update(layout=lay, status="ok")
-            k = agg_replicas(row, n)
-            if k > 1:
-                r["replicas"] = k
-                r["assumed"] = "; ".join(x for x in (r["assumed"], f"{n} clients over {k} workers of {n // k} "
-                                                     f"(batch_size x attention_dp_size: the clients of one worker)") if x)
         else:
             wp, wd = _int(row["prefill_num_workers"]), _int(row["decode_num_workers"])
             rec = recipe_workers(recipes).get(row["id"]) if wp is None or wd is None else None
