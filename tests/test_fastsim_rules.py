@@ -425,3 +425,11 @@ def test_in_a_closed_loop_a_one_token_prefilled_request_frees_its_client_at_once
                     concurrency=1)
     assert r["arrival"][1] == r["done"][0] == r["done"][1] == r["arrival"][2]
     assert r["done"][2] - r["arrival"][2] == pytest.approx(r["done"][0], rel=1e-12)
+
+
+def test_a_one_token_request_that_is_not_prefilled_still_runs_its_prompt():
+    """Only a prefilled request arrives with its token: otherwise a one-token output is one prefill step, done when
+    that step ends, and it holds its prompt's blocks meanwhile."""
+    r = fastsim.run([0.0, 0.5], [96, 96], [3, 1], SIZES, fastsim.ExactCost(COST))
+    assert r["first"][1] == r["done"][1] > 0.5 and r["generated"] == 4
+    assert r["peak_kv_bytes"] >= 7 * 16 * SIZES.per_token
