@@ -433,3 +433,35 @@ def test_a_one_token_request_that_is_not_prefilled_still_runs_its_prompt():
     r = fastsim.run([0.0, 0.5], [96, 96], [3, 1], SIZES, fastsim.ExactCost(COST))
     assert r["first"][1] == r["done"][1] > 0.5 and r["generated"] == 4
     assert r["peak_kv_bytes"] >= 7 * 16 * SIZES.per_token
+
+
+def test_only_one_token_prefilled_requests_are_done_on_arrival_a_two_token_one_decodes_its_second():
+    """Prefilled outputs 2, 1, 3 arriving together: the 2-token request decodes one token and the 3-token one two;
+    only the 1-token request is done at its arrival."""
+    r = fastsim.run([0.0, 0.0, 0.0], [96, 96, 96], [2, 1, 3], SIZES, fastsim.ExactCost(COST), prefilled=True)
+    assert r["done"][1] == r["first"][1] == 0.0
+    assert r["first"][0] == r["done"][0] == r["first"][2] > 0.0 and r["done"][2] > r["done"][0]
+    assert r["generated"] == 1 + 2
+
+
+def test_the_progress_count_includes_the_requests_done_on_arrival():
+    """Five one-token prefilled requests and one of 600 tokens: each progress call (every 256 iterations) counts
+    the five as done."""
+    seen = []
+    fastsim.run(np.zeros(6), np.full(6, 96), [600, 1, 1, 1, 1, 1], SIZES, fastsim.ExactCost(COST), prefilled=True,
+                progress=seen.append)
+    assert seen == [5, 5]
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["in step", "formed ahead"])
+def test_a_closed_loop_sends_one_request_for_each_done_and_its_send_times_never_go_back(ahead):
+    """Clients send their next request only when one finishes (one-token prefilled requests finish on arrival), so
+    at most `concurrency` are ever out, and the send times are in order (the arrivals the loop searches)."""
+    for O, c in (([2, 1, 1, 1, 1, 3], 2), ([1, 1, 3], 2), ([3, 1, 3, 3], 1), ([2, 3, 1, 5, 1, 2], 2)):
+        n = len(O)
+        r = fastsim.run(np.zeros(n), np.full(n, 96), O, SIZES, fastsim.ExactCost(COST), prefilled=True,
+                        concurrency=c, ahead=ahead)
+        a, d = r["arrival"], r["done"]
+        assert np.all(np.diff(a) >= 0) and np.all(d >= a)
+        for i in range(c, n):  # request i is sent when the (i - c + 1)-th request to finish has finished
+            assert a[i] >= np.sort(d)[i - c]
