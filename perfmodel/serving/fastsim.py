@@ -49,7 +49,8 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
 
     prefilled=True: each request arrives with its prompt's cache computed and its first token produced
     (a disaggregated decode pool): it holds prompt + 1 tokens and decodes out - 1 more (one with out = 1 is done on
-    arrival and never holds the cache).
+    arrival and never holds the cache; in a closed loop its client sends the next request then, or when the last
+    request was sent if that is later, so that the sends stay in order: under `ahead` up to an iteration late).
     stop: {"window": slice, "ttft": s, "tpot": s, "q": percentile} ends the run as soon as the verdict on the
     window's requests is certain (checked every `every` iterations): when all of them are done (the result
     "stopped" None), or when so many already exceed an SLO that the q-th percentile must ("stopped" "ttft"
