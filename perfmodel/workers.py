@@ -175,13 +175,21 @@ def _local(fn, tasks: list, n: int, bar: _Progress) -> list:
 
 def _dask(fn, tasks: list, n: int, address: str, bar: _Progress) -> list:
     client, local = _client(address, n)  # first: one line when distributed is not installed
-    from distributed import as_completed
+    from distributed import wait
 
     try:
         futs = client.map(fn, tasks, pure=False)
         index = {f.key: i for i, f in enumerate(futs)}
-        for f in as_completed(futs):
-            bar.advance(index[f.key], f.result())
+        waiting = list(futs)
+        while waiting:  # in slices, as _local: a Ctrl-C whose exception was lost still ends it
+            try:
+                done, rest = wait(waiting, timeout=_POLL, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done, rest = (), waiting
+            interrupts.raise_pending()
+            for f in sorted(done, key=lambda f: index[f.key]):
+                bar.advance(index[f.key], f.result())  # the first failure ends the run
+            waiting = list(rest)
         return client.gather(futs)
     finally:
         client.close()

@@ -352,3 +352,27 @@ def test_a_command_whose_ctrl_c_was_lost_still_exits_130_not_0(monkeypatch, caps
     assert main(argv) == 130
     assert "interrupted by SIGINT" in capsys.readouterr().err
     assert interrupts.pending == 0  # cleared for the next in-process call
+
+
+def test_a_ctrl_c_whose_exception_was_lost_ends_a_run_on_a_dask_cluster_too():
+    """--cluster: the wait on the cluster's futures is in slices as well, and looks at the note between them."""
+    pytest.importorskip("distributed")
+    import signal
+
+    from perfmodel import interrupts
+
+    done = []
+
+    def each(i, r):
+        done.append(i)
+        if len(done) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, _swallowing_handler())
+    try:
+        with pytest.raises(interrupts.Interrupted):
+            workers.run(_sleep, [0.05] * 40, 2, "local", "test", False, each=each)
+    finally:
+        signal.signal(signal.SIGINT, old)
+        interrupts.clear()
+    assert len(done) < 40, done
