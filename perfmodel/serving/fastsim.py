@@ -137,6 +137,15 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
     def free():
         return cap - blocks * bb - nseq * ps
 
+    def send(at):
+        """Closed loop: the clients of requests that finished at times `at` send their next ones then, or when the
+        last request was sent if that is later (the arrivals stay in order for searchsorted)."""
+        nonlocal issued
+        k = min(int(at.size), n - issued)
+        if k > 0:
+            arrival[issued:issued + k] = np.maximum(at[:k], arrival[issued - 1] if issued else -math.inf)
+            issued += k
+
     leap = stop is None and log is None and leap and getattr(cost, "decode_steps", None) is not None
     pt = sizes.per_token
     dec_only = getattr(cost, "decode_only", None)
@@ -169,10 +178,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
                 z = idx[O[idx] <= 1]
                 first[z] = last[z] = done[z] = arrival[z]
                 n_done += int(z.size)
-                if issued < n and z.size:  # closed loop: their clients send their next requests now
-                    k = min(int(z.size), n - issued)
-                    arrival[issued:issued + k] = np.maximum(arrival[z[:k]], arrival[issued - 1])  # kept sorted
-                    issued += k
+                send(arrival[z])  # closed loop: their clients send their next requests now
                 waiting.extend(idx[O[idx] > 1].tolist())
             else:
                 waiting.extend(range(nxt, j))
@@ -387,9 +393,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             done[rid[fin]] = t_end
             n_done += int(fin.size)
             if issued < n:  # closed loop: each finished request's client sends its next one now
-                k = min(int(fin.size), n - issued)
-                arrival[issued:issued + k] = t_end
-                issued += k
+                send(np.full(fin.size, t_end))
             keep = np.ones(m, dtype=bool)
             keep[fin] = False
             rid, rK, rC, rG, rO, rH, rF = rid[keep], rK[keep], rC[keep], rG[keep], rO[keep], rH[keep], rF[keep]
