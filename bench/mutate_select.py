@@ -34,6 +34,7 @@ from pathlib import Path
 
 # ---------------------------------------------------------------- the pytest plugin (-p mutate_select)
 _DURATIONS: dict = {}
+_FIXTURES: dict = {}  # "baseid::name" of a module- or session-wide fixture -> the node ids of the tests that use it
 _MEMOS: dict = {}  # (module, name) -> (the dict, a copy of it as first seen): perfmodel's module-level dicts
 KEEP = {("perfmodel.kernels", "_CACHE"), ("perfmodel.kernels", "_LOG_AXES")}  # measured tables as read: data, no scope
 
@@ -62,6 +63,10 @@ def reset_memos(prefix: str = "perfmodel") -> int:
     return moved
 
 
+def _fixture_key(fixturedef) -> str:
+    return f"{fixturedef.baseid}::{fixturedef.argname}"
+
+
 def _cov():
     try:
         import coverage
@@ -78,6 +83,11 @@ try:
         cov = _cov()
         if cov is not None:
             reset_memos()
+        info = getattr(item, "_fixtureinfo", None)  # the module- and session-wide fixtures the test uses
+        for name in getattr(item, "fixturenames", ()):
+            defs = info.name2fixturedefs.get(name) if info is not None else None
+            if defs and defs[-1].scope != "function":
+                _FIXTURES.setdefault(_fixture_key(defs[-1]), []).append(item.nodeid)
         os.environ["MUTCOV_CONTEXT"] = item.nodeid  # a subprocess started by the test takes it as its context
         if cov is not None:
             cov.switch_context(item.nodeid)
@@ -87,6 +97,25 @@ try:
         if cov is not None:
             cov.switch_context("")
         os.environ["MUTCOV_CONTEXT"] = ""
+
+    @_pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(fixturedef, request):
+        # a module- or session-wide fixture runs once, under whichever test needs it first; its lines get a context
+        # of their own, which select() gives to every test that uses the fixture (the tests after the first read
+        # what it computed: tests/test_serving_validation.py's `points`, whose lines reached 1 of its 4 readers)
+        cov = _cov() if fixturedef.scope != "function" else None
+        if cov is None:
+            yield
+            return
+        before = os.environ.get("MUTCOV_CONTEXT", "")
+        ctx = f"fixture:{_fixture_key(fixturedef)}"
+        os.environ["MUTCOV_CONTEXT"] = ctx
+        cov.switch_context(ctx)
+        try:
+            yield
+        finally:
+            os.environ["MUTCOV_CONTEXT"] = before
+            cov.switch_context(before)
 
     def _after_fork():
         # a forked child (a process pool's worker) starts coverage afresh with the static context it was started
@@ -119,6 +148,7 @@ try:
         if out and _DURATIONS:
             Path(out).mkdir(parents=True, exist_ok=True)
             (Path(out) / f"durations-{os.getpid()}.json").write_text(json.dumps(_DURATIONS))
+            (Path(out) / f"fixtures-{os.getpid()}.json").write_text(json.dumps(_FIXTURES))
 except ImportError:  # the server and the map builder import this file without pytest's hooks mattering
     pass
 
@@ -191,10 +221,15 @@ def build_map(work: Path, tests: list[str], jobs: int, deselect: list[str], log=
     durations: dict = {}
     for p in data.glob("durations-*.json"):
         durations.update(json.loads(p.read_text()))
+    fixtures: dict = {}
+    for p in data.glob("fixtures-*.json"):
+        for k, v in json.loads(p.read_text()).items():
+            fixtures.setdefault(k, set()).update(v)
     secs = time.monotonic() - t0
     log(f"coverage map: {len(durations)} tests, {sum(len(v) for v in lines.values())} lines, {secs:.0f} s")
     failed = sorted({m.group(2) for ln in r.stdout.splitlines() if (m := _FAILED.match(ln))})
-    return {"lines": lines, "durations": durations, "seconds": round(secs, 1), "failed": failed}
+    return {"lines": lines, "durations": durations, "seconds": round(secs, 1), "failed": failed,
+            "fixtures": {k: sorted(v) for k, v in fixtures.items()}}
 
 
 def module_level_lines(src: bytes) -> set:
@@ -228,6 +263,9 @@ def select(cmap: dict, file: str, first: int, last: int, deselect: set) -> tuple
         got.discard(c)
         f = c[len("collect:"):] + "::"
         got.update(t for t in dur if t.startswith(f))
+    for c in [c for c in got if c.startswith("fixture:")]:  # computed by a shared fixture: every test that uses it
+        got.discard(c)
+        got.update(cmap.get("fixtures", {}).get(c[len("fixture:"):], ()))
     got -= deselect | {""}
     return sorted(got, key=lambda t: (dur.get(t, 1e9), t)), outside, ran
 

@@ -195,6 +195,32 @@ def test_what_a_test_runs_in_a_subprocess_is_named_by_that_test(tmp_path):
     assert cmap["failed"] == []
 
 
+def test_what_a_module_wide_fixture_computes_reaches_every_test_that_uses_it(tmp_path):
+    """A module-scoped fixture runs once, during the setup of the first test that asks for it: its lines were
+    named by that test alone, so a mutant there never met the fixture's other readers (silicon.py: the serving
+    table's `points`, 1 of 4 readers selected, and a clip of every request's time to 1 s survived). The fixture's
+    lines now have their own context, which every test using the fixture gets."""
+    pytest.importorskip("coverage", minversion="7.10")
+    pkg = tmp_path / "perfmodel"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "calc.py").write_text("def table():\n    return [1, 2]\n\ndef one():\n    return 1\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_wide.py").write_text(
+        "import pytest\nfrom perfmodel.calc import table, one\n\n"
+        "@pytest.fixture(scope='module')\ndef rows():\n    return table()\n\n"
+        "def test_first(rows):\n    assert rows\n\n"
+        "def test_second(rows):\n    assert rows == [1, 2]\n\n"
+        "def test_alone():\n    assert one() == 1\n")
+    cmap = ms.build_map(tmp_path, ["tests/test_wide.py"], 1, [], log=lambda _: None, imports=["perfmodel.calc"])
+    assert cmap["lines"]["perfmodel/calc.py"][2] == ["fixture:tests/test_wide.py::rows"]
+    assert cmap["lines"]["perfmodel/calc.py"][5] == ["tests/test_wide.py::test_alone"]  # a test's own lines stay its
+    got, outside, ran = ms.select(cmap, "perfmodel/calc.py", 2, 2, set())
+    assert sorted(got) == ["tests/test_wide.py::test_first", "tests/test_wide.py::test_second"] and ran
+    assert not outside
+
+
 def test_a_test_that_killed_a_mutant_of_a_line_is_tried_first_for_the_next_mutants_there_and_only_the_order_moves():
     chosen = ["t.py::fast", "t.py::mid", "t.py::slow", "t.py::slowest"]
     killers = {("m.py", 10): ["t.py::slowest"], ("m.py", 12): ["t.py::slow"], ("m.py", 30): ["t.py::mid"],
