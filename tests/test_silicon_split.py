@@ -1,0 +1,334 @@
+"""How `validate --serving` splits a disaggregated benchmark's clients between its prefill and decode pools, and
+the closed loop each pool runs, checked on stand-in workers whose step costs are written out by hand.
+
+A stand-in worker's iteration costs a + b x (tokens it runs) + c x (context tokens it reads) seconds, so every
+rate below is a number anyone can recompute on paper (silicon.Predictor.rates' docstring gives the rules)."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from perfmodel.runconfig import Layout
+from perfmodel.serving import disagg, fastsim, silicon
+from perfmodel.serving.kvmemory import KVSizes
+
+_SERIAL = itertools.count(10_000)
+
+
+class ToyCost:
+    ahead = False
+
+    def __init__(self, a, b, c):
+        self.a, self.b, self.c = a, b, c
+
+    def __call__(self, T, S) -> float:
+        return self.a + self.b * float(np.sum(T)) + self.c * float(np.sum(S))
+
+    def decode_steps(self, S0, k):  # no closed form: fastsim prices each iteration
+        return None
+
+
+class Toy:
+    """A worker of `budget` tokens an iteration and `capacity` bytes of KV cache, `per_token` bytes a cached token
+    (in blocks of `block`) and `per_seq` a sequence."""
+
+    def __init__(self, a=1e-3, b=1e-6, c=1e-8, budget=4096, block=16, per_token=1000.0, per_seq=0.0,
+                 capacity=1e12, tp=1):
+        self.sizes = KVSizes(per_token, per_seq, 0.0, capacity, 1 << 20)
+        self.block, self.budget = block, budget
+        self.cost = ToyCost(a, b, c)
+        self.serial = next(_SERIAL)
+        self.lay = Layout(tp=tp)
+        self.model = self.hw = self.prec = None
+
+    def step(self, T, S) -> float:
+        return self.cost(np.asarray(T), np.asarray(S))
+
+
+# ---------------------------------------------------------------- the step-cost estimates of the split
+@pytest.mark.parametrize("isl, c_p, move, k", [
+    (1000, 10, 0.01, 4),  # 4,096-token budget: 4 whole prompts an iteration, 10 clients wait 2.5 iterations + move
+    (1000, 2, 0.01, 2),  # fewer clients than fit: an iteration of 2 prompts
+    (5000, 3, 0.0, 1),  # a prompt above the budget still runs, alone
+    (1, 3000, 0.002, 3000),  # one-token prompts: 4,096 fit an iteration, so all 3,000 clients' prompts run together
+])
+def test_a_prefill_worker_serves_its_clients_prompts_k_at_a_time_and_each_client_also_waits_the_transfer(
+        isl, c_p, move, k):
+    """k = min(c, budget // isl) whole prompts an iteration of tau = a + b k isl + c k isl seconds: a client's
+    request takes c / k iterations plus the transfer, and the worker serves at most k / tau requests a second."""
+    pre = Toy(a=1e-3, b=1e-6, c=1e-8)
+    tau = 1e-3 + 1e-6 * k * isl + 1e-8 * k * isl
+    want = 2 * min(c_p / (c_p / k * tau + move), k / tau)
+    got, dec_rate = silicon.Predictor.rates(pre, Toy(), 2, 3, isl, 1, move, None, c_p, 1)
+    assert got == pytest.approx(want, rel=1e-12)
+    assert dec_rate == math.inf  # a one-token output has no decode stage
+
+
+@pytest.mark.parametrize("isl, osl, capacity, per_seq, slots, c_d, rows", [
+    # 1,101 tokens in 69 blocks of 16: 1,104 x 1,000 + 5,000 B = 1,109,000 B a request, 9 of them in 11 MB
+    (1000, 101, 11_000_000, 5000.0, None, 50, 9),
+    (1000, 101, 11_000_000, 5000.0, 6, 50, 6),  # the scheduler's cap below the memory's
+    (1000, 101, 11_000_000, 5000.0, None, 3, 3),  # fewer clients than fit
+    (1000, 101, 1_109_000, 5000.0, None, 5, 1),  # exactly one fits
+    (1000, 101, 1_000_000, 5000.0, None, 5, 1),  # none fits whole: still one row (the simulation refuses it)
+    (20, 5, 100_000, 0.0, None, 10, 3),  # 25 tokens take 2 blocks, 32,000 B: 3 in 100 kB (4 if counted by token)
+])
+def test_a_decode_worker_runs_as_many_rows_as_its_clients_its_memory_and_its_scheduler_allow(
+        isl, osl, capacity, per_seq, slots, c_d, rows):
+    """r = min(c, whole ISL + OSL caches in memory, slots) rows at the mean context isl + osl // 2, each emitting
+    osl - 1 tokens after its first: the worker serves r / ((osl - 1) tau_d(r)) requests a second."""
+    dec = Toy(a=2e-3, b=1e-5, c=1e-8, capacity=capacity, per_seq=per_seq)
+    tau = 2e-3 + 1e-5 * rows + 1e-8 * rows * (isl + osl // 2)
+    _, got = silicon.Predictor.rates(Toy(), dec, 2, 3, isl, osl, 0.01, slots, 1, c_d)
+    assert got == pytest.approx(3 * rows / ((osl - 1) * tau), rel=1e-12)
+
+
+def _exhaustive(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d):
+    """The split by trying every prefill share: the most clients a prefill worker can hold while its pool still
+    serves less than the decode pool does with the rest; all of them if the prefill pool is the slower even then."""
+    def gap(c):
+        c_d = max(1, round((N - c * Wp) / Wd))
+        return (f_p * silicon.Predictor.rates(pre, dec, Wp, Wd, isl, 1, move, slots, c, 1)[0]
+                - f_d * silicon.Predictor.rates(pre, dec, Wp, Wd, isl, osl, move, slots, 1, c_d)[1])
+
+    hi = max(1, (N - Wd) // Wp)
+    if gap(hi) <= 0:
+        return hi
+    slower = [c for c in range(1, hi) if gap(c) < 0]
+    return max(slower) if slower else 1
+
+
+@pytest.mark.parametrize("N, Wp, Wd, isl, osl, move, f_p, f_d", [
+    (200, 2, 3, 8000, 20, 0.002, 1.0, 1.0),
+    (200, 2, 3, 8000, 20, 0.002, 0.6, 1.0),  # a slower prefill than estimated takes more clients
+    (200, 2, 3, 8000, 20, 0.002, 1.0, 0.6),  # a slower decode, fewer
+    (200, 2, 3, 16000, 50, 0.002, 1.0, 1.0),
+    (200, 2, 3, 4000, 10, 0.0, 1.0, 1.0),
+    (200, 2, 3, 2000, 200, 0.002, 1.0, 1.0),  # the decode pool is the slower at every share
+    (64, 1, 1, 32000, 2, 0.0, 1.0, 1.0),  # long prompts, two-token outputs: the prefill pool is the slower at every share
+])
+def test_the_split_is_where_the_pools_rates_cross_as_an_exhaustive_search_finds_it(N, Wp, Wd, isl, osl, move, f_p,
+                                                                                     f_d):
+    pre, dec = Toy(a=1e-3, b=2e-7, c=1e-9, budget=8192), Toy(a=5e-3, b=1e-5, c=2e-9, capacity=2e9)
+    got = silicon.Predictor.split(pre, dec, N, Wp, Wd, isl, osl, 0.0 + move, None, f_p, f_d)
+    assert got == _exhaustive(pre, dec, N, Wp, Wd, isl, osl, move, None, f_p, f_d)
+
+
+def test_the_split_s_answers_cover_both_ends_and_the_middle():
+    """The cases above reach both ends of the search and a crossing inside it (else they would not test it)."""
+    pre, dec = Toy(a=1e-3, b=2e-7, c=1e-9, budget=8192), Toy(a=5e-3, b=1e-5, c=2e-9, capacity=2e9)
+    ends = {(64, 32000, 2): "hi", (200, 2000, 200): "lo", (200, 8000, 20): "mid", (200, 16000, 50): "mid"}
+    for (N, isl, osl), where in ends.items():
+        Wp, Wd = (2, 3) if N == 200 else (1, 1)
+        c = silicon.Predictor.split(pre, dec, N, Wp, Wd, isl, osl, 0.0 if N == 64 else 0.002, None)
+        hi = max(1, (N - Wd) // Wp)
+        assert {"hi": c == hi, "lo": c == 1, "mid": 1 < c < hi}[where], (N, c, hi)
+
+
+# ---------------------------------------------------------------- the disaggregated point, step by step
+class _Script:
+    """Stand-ins for the simulations of one disaggregated point, recording what it asks them."""
+
+    def __init__(self, monkeypatch, splits, stage, pre_rate, dec_rate, est, move=0.004, burst=0.5):
+        self.splits, self.stage, self.pre_rate, self.dec_rate, self.est = list(splits), stage, pre_rate, dec_rate, est
+        self.split_args, self.closed_calls, self.burst_n, self.devices = [], [], [], []
+        self.move, self.burst = move, burst
+        pre, dec = Toy(tp=2), Toy(tp=4)
+        script = self
+
+        def instance(pred, p, lay, budget):
+            return pre if lay is p["layout"] else dec
+
+        def split(cls, pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p=1.0, f_d=1.0):
+            script.split_args.append((f_p, f_d))
+            return script.splits[min(len(script.split_args), len(script.splits)) - 1]
+
+        def closed(pred, inst, n, isl, osl, prefilled=False, **k):
+            script.closed_calls.append(dict(k, n=n, osl=osl, prefilled=prefilled))
+            if not prefilled:
+                return {"stage": script.stage, "rate": script.pre_rate, "ttft_profile": 0.0, "tpot_profile": 0.0}
+            return {"rate": script.dec_rate, "ttft_profile": 0.03, "tpot_profile": 0.02, "preempted": 7}
+
+        def burst_mean(pred, inst, n, isl, steady, **k):
+            script.burst_n.append(n)
+            return script.burst
+
+        class Transfer:
+            def __init__(self, model, hw, prec, lay_p, lay_d, devices, mode, impl):
+                script.devices.append(devices)
+
+            def __call__(self, prompt):
+                return np.full(len(prompt), script.move)
+
+        monkeypatch.setattr(silicon.Predictor, "instance", instance)
+        monkeypatch.setattr(silicon.Predictor, "split", classmethod(split))
+        monkeypatch.setattr(silicon.Predictor, "closed", closed)
+        monkeypatch.setattr(silicon.Predictor, "burst_mean", burst_mean)
+        monkeypatch.setattr(silicon.Predictor, "rates", staticmethod(lambda *a: script.est))
+        monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
+        monkeypatch.setattr(disagg, "Transfer", Transfer)
+
+
+def _point(N=20, Wp=2, Wd=3, isl=1000, osl=100):
+    return {"model": "m", "hardware": "h", "weights": "bf16", "act": "bf16", "kv": "bf16", "engine": "vllm",
+            "budget": 8192, "layout": Layout(tp=2), "decode_layout": Layout(tp=4), "prefill_workers": Wp,
+            "decode_workers": Wd, "concurrency": N, "isl": isl, "osl": osl}
+
+
+def test_a_disaggregated_point_adds_the_burst_the_transfer_and_the_decode_worker_s_first_token(monkeypatch):
+    """TTFT = the prefill pool's mean over the phase (its burst of N / W_p prompts a worker first) + the transfer
+    + the decode worker's wait and first iteration; the pair serves the rate of its slower pool; the KV transfer
+    is priced on the deployment's W_p x 2 + W_d x 4 devices; the clients split as c_p W_p + c_d W_d."""
+    s = _Script(monkeypatch, [4], stage=0.2, pre_rate=9.0, dec_rate=5.0, est=(1.0, 1.0))
+    s.dec_rate = 2 * 4 / (0.2 + s.move) / 3  # the decode pool serves what the prefill pool does: no correction
+    out = silicon.Predictor("roofline")(_point(N=20, Wp=2, Wd=3))
+    assert out["ttft_s"] == pytest.approx(0.5 + 0.004 + 0.03, rel=1e-12)
+    assert out["tpot_s"] == 0.02 and out["preempted"] == 7 and out["transfer_s"] == 0.004
+    assert out["request_rate"] == pytest.approx(min(2 * 9.0, 3 * s.dec_rate), rel=1e-12)
+    assert out["prefill_clients"] == 8 and out["decode_clients"] == 12  # (20 - 8) / 3 = 4 a decode worker
+    assert s.devices == [2 * 2 + 3 * 4]
+    assert s.burst_n == [10]  # all 20 prompts at once: 10 a prefill worker
+    assert s.split_args == [(1.0, 1.0)]
+    assert all(c["osl"] == 1 for c in s.closed_calls if not c["prefilled"])  # a prefill request ends at its token
+
+
+def test_the_slower_pool_sets_the_rate_whichever_it_is(monkeypatch):
+    for pre_rate, dec_rate in ((9.0, 1.0), (1.0, 9.0)):
+        s = _Script(monkeypatch, [4], stage=0.2, pre_rate=pre_rate, dec_rate=dec_rate, est=(1.0, 1.0))
+        s.stage = 2 * 4 / (3 * dec_rate) - s.move  # the simulated rates agree at the first split
+        out = silicon.Predictor("roofline")(_point(N=20, Wp=2, Wd=3))
+        assert out["request_rate"] == pytest.approx(min(2 * pre_rate, 3 * dec_rate), rel=1e-12)
+
+
+def test_a_decode_pool_with_no_clients_left_still_has_one_a_worker(monkeypatch):
+    s = _Script(monkeypatch, [4], stage=0.2, pre_rate=1.0, dec_rate=1.0, est=(1.0, 1.0))
+    s.dec_rate = 2 * 4 / (0.2 + s.move) / 3
+    out = silicon.Predictor("roofline")(_point(N=8, Wp=2, Wd=3))  # 4 x 2 prefill clients: all 8
+    assert out["decode_clients"] == 3 and [c["n"] for c in s.closed_calls if c["prefilled"]] == [1, 1]
+
+
+def test_the_split_is_corrected_by_what_the_simulations_served_until_the_pools_agree_within_5_percent(monkeypatch):
+    """The first split is from step costs alone (f = 1); each correction scales an estimate by the simulated over
+    the estimated rate at the last split (f_p = x_p / est_p, f_d = x_d / est_d), with x_p = W_p c_p / (stage time +
+    transfer) and x_d = W_d x the decode loop's rate; at most three splits are tried."""
+    s = _Script(monkeypatch, [4, 5, 6], stage=0.2, pre_rate=1.0, dec_rate=20.0, est=(16.0, 50.0))
+    silicon.Predictor("roofline")(_point(N=40, Wp=2, Wd=3))
+    x_d = 3 * 20.0
+    want = [(1.0, 1.0), (2 * 4 / 0.204 / 16.0, x_d / 50.0), (2 * 5 / 0.204 / 16.0, x_d / 50.0)]
+    assert len(s.split_args) == 3
+    assert np.allclose(np.array(s.split_args), np.array(want), rtol=1e-12, atol=0)
+    quick = [c for c in s.closed_calls[:-2]]
+    assert len(quick) == 6 and all(c["warmup"] == 1 and c["rounds"] == 1 for c in quick)
+    assert "warmup" not in s.closed_calls[-1]  # the answer's simulations run the benchmark's rounds
+
+
+@pytest.mark.parametrize("ratio, splits", [(1.0, 1), (1.049, 1), (0.953, 1), (1.052, 3), (0.95, 3), (3.0, 3)])
+def test_the_search_stops_once_the_simulated_rates_are_within_5_percent(monkeypatch, ratio, splits):
+    s = _Script(monkeypatch, [4], stage=0.2, pre_rate=1.0, dec_rate=1.0, est=(1.0, 1.0))
+    x_p = 2 * 4 / (0.2 + s.move)
+    s.dec_rate = x_p / ratio / 3
+    silicon.Predictor("roofline")(_point(N=40, Wp=2, Wd=3))
+    assert len(s.split_args) == splits
+
+
+def test_a_one_token_disaggregated_point_reports_no_preemptions(monkeypatch):
+    _Script(monkeypatch, [4], stage=0.2, pre_rate=1.0, dec_rate=1.0, est=(1.0, 1.0))
+    out = silicon.Predictor("roofline")(_point(N=20, osl=1))
+    assert out["preempted"] == 0 and math.isnan(out["tpot_s"])
+
+
+# ---------------------------------------------------------------- one worker's closed loop
+def test_a_closed_loop_keeps_its_clients_in_flight_and_serves_them_at_the_rate_little_s_law_gives():
+    """In the measured window every client always has a request in the system: in flight = n, and the request
+    rate is in flight over the mean time in the system (Little's law)."""
+    pred = silicon.Predictor("roofline")
+    for n, isl, osl in ((1, 300, 20), (6, 300, 20), (16, 2000, 5)):
+        r = pred.closed(Toy(), n, isl, osl)
+        assert r["in_flight"] == pytest.approx(n, rel=1e-9)
+        assert r["rate"] == pytest.approx(n / r["stage"], rel=1e-9)
+
+
+def test_tpot_is_the_time_between_tokens_also_for_a_two_token_output():
+    """With steps that do not grow with context (c = 0), one decode row costs a + b each iteration, and that is
+    the TPOT of a lone client whatever its output length, two tokens (one gap) included; and over drawn lengths."""
+    pred = silicon.Predictor("roofline")
+    toy = Toy(a=1e-3, b=1e-6, c=0.0)
+    for osl in (2, 3, 9):
+        assert pred.closed(toy, 1, 100, osl)["tpot"] == pytest.approx(1e-3 + 1e-6, rel=1e-9)
+    assert pred.closed(toy, 1, 100, 4, spread=0.5)["tpot"] == pytest.approx(1e-3 + 1e-6, rel=1e-9)
+
+
+def test_drawn_prompt_and_output_lengths_are_drawn_apart_and_a_two_token_output_is_drawn_too(monkeypatch):
+    """With a range ratio, prompts and outputs are each drawn from their ranges in orders of their own (a long
+    prompt is not always paired with a long output); an output of 2 tokens at ratio 0.5 is drawn from 1 ... 2."""
+    seen = []
+    orig = fastsim.run
+
+    def run(arrival, P, O, *a, **k):
+        seen.append((np.array(P), np.array(O)))
+        return orig(arrival, P, O, *a, **k)
+
+    monkeypatch.setattr(fastsim, "run", run)
+    pred = silicon.Predictor("roofline")
+    pred.closed(Toy(), 4, 64, 64, spread=0.5)
+    P, O = seen[-1]
+    assert sorted(P) == sorted(O) and not np.array_equal(P, O)
+    pred.closed(Toy(), 4, 64, 2, spread=0.5)
+    assert set(seen[-1][1]) == {1, 2}
+
+
+# ---------------------------------------------------------------- memory and the engine's cap
+@pytest.mark.parametrize("isl, osl, per_seq, capacity, want", [
+    (20, 5, 500.0, 102_000, 3),  # 2 blocks of 16: 32 x 1,000 + 500 = 32,500 B a request (25,500 if by token: 4)
+    (20, 5, 10_000.0, 84_000, 2),  # 42,000 B a request (22,000 without the sequence's state: 3)
+    (20, 5, 0.0, 10_000, 1),  # none whole: one is still admitted (the simulation refuses what does not fit alone)
+])
+def test_no_evict_admits_as_many_requests_as_have_their_whole_isl_plus_osl_cache_in_memory(isl, osl, per_seq,
+                                                                                         capacity, want):
+    toy = Toy(per_seq=per_seq, capacity=capacity)
+    assert silicon.Predictor.no_evict(toy, isl, osl, "trtllm") == want
+
+
+def test_the_engine_s_cap_on_running_requests_is_per_attention_dp_rank_but_sglang_s_and_memory_caps_it_too(
+        monkeypatch):
+    seen = []
+
+    class Inst:
+        budget = 8192
+
+    def closed(self, inst, n, isl, osl, **k):
+        seen.append(k["slots"])
+        return {"ttft_profile": 1.0, "tpot_profile": 1.0, "in_flight": n, "rate": 1.0, "preempted": 0}
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget: Inst())
+    monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
+    p = {"model": "m", "hardware": "h", "weights": "bf16", "act": "bf16", "kv": "bf16", "budget": 8192, "isl": 100,
+         "osl": 10, "concurrency": 8, "layout": Layout(tp=1, ep=4)}
+    for engine, max_batch, want in (("trtllm", 8, 32), ("vllm", 8, 32), ("sglang", 8, 8), ("trtllm", 100, 64)):
+        silicon.Predictor("roofline")(dict(p, engine=engine, max_batch=max_batch))
+        assert seen[-1] == want, (engine, max_batch)
+
+
+# ---------------------------------------------------------------- the benchmark's bookkeeping
+def test_with_one_warm_up_round_the_phase_mean_still_counts_the_burst():
+    n, r = 2, 2
+    head, mid, tail = [9.0] * n, [1.0, 3.0] * r, [4.0] * n
+    x = np.array(head + mid + tail)
+    assert silicon.profile_mean(x, n, 1, r) == pytest.approx((9 * 2 + 18 * 2 * 2.0 + 4 * 2) / 40)
+
+
+def test_drawn_lengths_are_the_midpoints_of_equal_slices_of_the_range_both_ends_included():
+    """5 lengths over 5 ... 10 (6 values): the midpoints of 5 equal slices, 0.6, 1.8, 3.0, 4.2, 5.4 values in,
+    are 5, 6, 8, 9 and 10."""
+    assert sorted(silicon.spread_lengths(10, 0.5, 5, 0)) == [5, 6, 8, 9, 10]
+
+
+def test_each_mtp_draft_count_emits_more_than_one_token_a_step_and_at_most_its_drafts_plus_one():
+    """The published tokens a step (TensorRT-LLM tech blog 1) for the 1 ... 3 drafts the recipes run: each above one
+    (a step emits its own token at least), at most k + 1, and more drafts emit more."""
+    assert sorted(silicon.MTP_TOKENS) == [1, 2, 3]
+    for k, t in silicon.MTP_TOKENS.items():
+        assert 1 < t <= k + 1
+    assert silicon.MTP_TOKENS[1] < silicon.MTP_TOKENS[2] < silicon.MTP_TOKENS[3]
