@@ -121,7 +121,7 @@ def test_the_split_s_answers_cover_both_ends_and_the_middle():
     ends = {(64, 32000, 2): "hi", (200, 2000, 200): "lo", (200, 8000, 20): "mid", (200, 16000, 50): "mid"}
     for (N, isl, osl), where in ends.items():
         Wp, Wd = (2, 3) if N == 200 else (1, 1)
-        c = silicon.Predictor.split(pre, dec, N, Wp, Wd, isl, osl, 0.0 if N == 64 else 0.002, None)
+        c = silicon.Predictor.split(pre, dec, N, Wp, Wd, isl, osl, 0.0 if N == 64 else 0.002, None, 1.0, 1.0)
         hi = max(1, (N - Wd) // Wp)
         assert {"hi": c == hi, "lo": c == 1, "mid": 1 < c < hi}[where], (N, c, hi)
 
@@ -323,6 +323,19 @@ def test_drawn_lengths_are_the_midpoints_of_equal_slices_of_the_range_both_ends_
     """5 lengths over 5 ... 10 (6 values): the midpoints of 5 equal slices, 0.6, 1.8, 3.0, 4.2, 5.4 values in,
     are 5, 6, 8, 9 and 10."""
     assert sorted(silicon.spread_lengths(10, 0.5, 5, 0)) == [5, 6, 8, 9, 10]
+
+
+def test_validation_prices_steps_and_pages_the_cache_as_the_serving_commands_do_by_default():
+    """What is validated is what `perfmodel serve` and `perfmodel capacity` run: the same step-cost quantum (contexts
+    rounded to 16 tokens in the step memo) and the same 16-token KV blocks, unless told otherwise."""
+    import inspect
+
+    from perfmodel.serving import api, capacity
+
+    pred = silicon.Predictor("roofline")
+    for f in (api.simulate, capacity.capacity):
+        ps = inspect.signature(f).parameters
+        assert (pred.quantum, pred.block) == (ps["cost_quantum"].default, ps["block_size"].default), f.__name__
 
 
 def test_each_mtp_draft_count_emits_more_than_one_token_a_step_and_at_most_its_drafts_plus_one():

@@ -355,7 +355,7 @@ class Predictor:
 
     @classmethod
     def split(cls, pre: Instance, dec: Instance, N: int, Wp: int, Wd: int, isl: int, osl: int, move: float, slots,
-              f_p: float = 1.0, f_d: float = 1.0) -> int:
+              f_p: float, f_d: float) -> int:
         """Clients per prefill worker where both stages serve the same request rate, from their step costs: a
         prefill worker with c clients runs iterations of k = min(c, budget // isl) whole prompts, serving
         k / tau_p(k) requests per second (each client also waits the transfer); a decode worker with c clients
