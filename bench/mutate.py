@@ -383,6 +383,7 @@ class Runner:
         self.servers: dict = {}  # work copy -> mutate_select.Server
         self.sources: dict = {}  # file -> module-level lines, for the coverage selection
         self.all_sources: dict = {}  # every perfmodel file, unmutated: where a module-level name is read
+        self.test_sources: dict = {}  # every test file: the tests that name a module-level name
         self.map_path: Path | None = None  # --map: where the coverage map is kept between runs
         self.fast_only = False  # --fast-only: a mutant that passes the first stage is left survived
         self.works = [base / f"w{j}" for j in range(jobs)]
@@ -525,8 +526,10 @@ class Runner:
             if not self.all_sources:  # read in this job's copy, where only m.file differs (passed unmutated)
                 got = {str(p.relative_to(w)): p.read_bytes() for p in sorted((w / "perfmodel").rglob("*.py"))}
                 self.all_sources = {**got, m.file: src}
+            if not self.test_sources:  # the test files, where a test may read the constant itself
+                self.test_sources = {str(p.relative_to(w)): p.read_bytes() for p in sorted((w / "tests").rglob("*.py"))}
             uses, rest_uses = ms.select_uses(self.cmap, {**self.all_sources, m.file: src}, m.file, first, last,
-                                             set(self.deselect))
+                                             set(self.deselect), tests_src=self.test_sources)
             for name, ts in (("uses", uses), ("all uses", rest_uses)):
                 if ts:
                     plan.append((name, ts, self.factor * sum(dur.get(t, 1.0) for t in ts) + 30.0))

@@ -372,20 +372,47 @@ def readers(sources: dict, file: str, first: int, last: int) -> list[tuple[str, 
     return sorted(found)
 
 
+def naming_tests(tests_src: dict, names: set, ids) -> list[str]:
+    """The node ids among `ids` of the test functions whose body names one of `names` (a Name, or an attribute
+    such as silicon.MTP_TOKENS): a test that checks a module's constant by reading it runs no line of the module,
+    so neither the coverage map nor `readers` finds it. tests_src: test file -> its source."""
+    by_file: dict = {}
+    for t in ids:
+        by_file.setdefault(t.split("::")[0], []).append(t)
+    got = []
+    for f, ts in sorted(by_file.items()):
+        src = tests_src.get(f)
+        if src is None:
+            continue
+        hit = set()
+        for n in ast.walk(ast.parse(src)):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test"):
+                if any(isinstance(x, ast.Name) and x.id in names or isinstance(x, ast.Attribute) and x.attr in names
+                       for x in ast.walk(n)):
+                    hit.add(n.name)
+        got += [t for t in ts if t.split("::")[-1].split("[")[0] in hit]
+    return got
+
+
 def select_uses(cmap: dict, sources: dict, file: str, first: int, last: int, deselect: set,
-                max_files: int = 4, max_tests: int = 40) -> tuple[list[str], list[str]]:
+                max_files: int = 4, max_tests: int = 40, tests_src: dict | None = None) -> tuple[list[str], list[str]]:
     """For a mutant of a module-level statement, which no test runs by name: (first, rest). In a function's
     header (a default, a decorator): the tests that called the function, i.e. ran its first body line.
     Otherwise (a constant, a table, a class body): the tests that ran a line of `readers`. `first` takes
     the fastest test of each such line in turn, then the next fastest..., from at most `max_files` test
     files (each file a child collects costs its import) and `max_tests` tests: it kills most mutants in
-    seconds; `rest` is every other such test, fastest first."""
+    seconds; `rest` is every other such test, fastest first. With tests_src (test file -> source), the tests that
+    name what the statement binds come first (naming_tests)."""
     dur = cmap["durations"]
     body = header_body(sources[file], first, last)
     if body is not None:
         per_line = [select(cmap, file, body, body, deselect)[0]]
     else:
         per_line = [select(cmap, f, ln, ln, deselect)[0] for f, ln in readers(sources, file, first, last)]
+    if tests_src and body is None:
+        named = naming_tests(tests_src, bound_names(sources[file], first, last), sorted(set(dur) - deselect))
+        if named:
+            per_line.insert(0, sorted(named, key=lambda t: (dur.get(t, 1e9), t)))
     keep, files, seen = [], set(), set()
     for k in range(max((len(p) for p in per_line), default=0)):
         for p in per_line:

@@ -95,6 +95,23 @@ def test_a_module_level_mutant_first_gets_the_tests_that_read_what_its_statement
     assert ms.select_uses(cmap2, {"h.py": hdr}, "h.py", 3, 3, set()) == (["t::fast", "t::slow"], [])
 
 
+def test_a_test_that_reads_a_module_s_constant_itself_is_selected_for_its_mutants_first():
+    """silicon.MTP_TOKENS' mutants were run only against the tests that ran a line reading it, never the test that
+    checks the published tokens a step by reading the table: that test names it, and now comes first."""
+    units = b"GiB = 2**30\n\n\ndef gib(x):\n    return x / GiB\n"
+    tests = {"tests/test_u.py": b"import units\n\n\ndef test_gib_is_two_to_the_30():\n    assert units.GiB == 1 << 30\n"
+                                b"\n\ndef test_other():\n    assert True\n\n\ndef helper():\n    return units.GiB\n",
+             "tests/test_v.py": b"from units import GiB\n\n\ndef test_param(x=GiB):\n    assert x\n"}
+    ids = ["tests/test_u.py::test_gib_is_two_to_the_30", "tests/test_u.py::test_other", "tests/test_v.py::test_param[1]",
+           "tests/test_w.py::test_gone"]
+    assert ms.naming_tests(tests, {"GiB"}, ids) == ["tests/test_u.py::test_gib_is_two_to_the_30",
+                                                   "tests/test_v.py::test_param[1]"]
+    cmap = {"lines": {"units.py": {"5": ["ta::gib"]}}, "durations": {"ta::gib": 0.5, **{t: 9.0 for t in ids}}}
+    first, rest = ms.select_uses(cmap, {"units.py": units}, "units.py", 1, 1, set(), tests_src=tests)
+    assert first[:2] == ["tests/test_u.py::test_gib_is_two_to_the_30", "ta::gib"]
+    assert set(first + rest) == {"ta::gib", "tests/test_u.py::test_gib_is_two_to_the_30", "tests/test_v.py::test_param[1]"}
+
+
 def test_the_report_counts_equivalents_by_construction_apart_and_out_of_the_score():
     data = {"mutants": [
         {"id": "a", "file": "m.py", "line": 1, "outcome": "killed", "original": "1", "mutated": "2", "stage": "covering"},

@@ -73,6 +73,7 @@ def test_a_prefill_worker_serves_its_clients_prompts_k_at_a_time_and_each_client
     (1000, 101, 1_109_000, 5000.0, None, 5, 1),  # exactly one fits
     (1000, 101, 1_000_000, 5000.0, None, 5, 1),  # none fits whole: still one row (the simulation refuses it)
     (20, 5, 100_000, 0.0, None, 10, 3),  # 25 tokens take 2 blocks, 32,000 B: 3 in 100 kB (4 if counted by token)
+    (20, 2, 100_000, 0.0, None, 10, 3),  # a two-token output: one decode step after its first token
 ])
 def test_a_decode_worker_runs_as_many_rows_as_its_clients_its_memory_and_its_scheduler_allow(
         isl, osl, capacity, per_seq, slots, c_d, rows):
@@ -124,6 +125,64 @@ def test_the_split_s_answers_cover_both_ends_and_the_middle():
         c = silicon.Predictor.split(pre, dec, N, Wp, Wd, isl, osl, 0.0 if N == 64 else 0.002, None, 1.0, 1.0)
         hi = max(1, (N - Wd) // Wp)
         assert {"hi": c == hi, "lo": c == 1, "mid": 1 < c < hi}[where], (N, c, hi)
+
+
+_PRE, _DEC = Toy(a=1e-3, b=2e-7, c=1e-9, budget=8192), Toy(a=5e-3, b=1e-5, c=2e-9, capacity=2e9)
+
+
+def _rate_p(c, Wp, isl=8000, move=0.002):  # the prefill pool's estimate at c clients a worker
+    return silicon.Predictor.rates(_PRE, _DEC, Wp, 1, isl, 1, move, None, c, 1)[0]
+
+
+def _rate_d(c, Wd, isl=8000, osl=20):  # the decode pool's
+    return silicon.Predictor.rates(_PRE, _DEC, 1, Wd, isl, osl, 0.0, None, 1, c)[1]
+
+
+@pytest.mark.parametrize("Wp, Wd, isl, osl", [(2, 3, 8000, 20), (1, 4, 16000, 50), (3, 1, 4000, 10),
+                                              (1, 2, 32000, 2)])
+def test_the_split_matches_the_exhaustive_search_at_every_concurrency(Wp, Wd, isl, osl):
+    for N in range(Wp + Wd, 400, 3):
+        got = silicon.Predictor.split(_PRE, _DEC, N, Wp, Wd, isl, osl, 0.002, None, 1.0, 1.0)
+        assert got == _exhaustive(_PRE, _DEC, N, Wp, Wd, isl, osl, 0.002, None, 1.0, 1.0), N
+        assert got * Wp <= max(Wp, N - Wd)  # every decode worker keeps a client
+
+
+def _tie(a, b):
+    """f with f x b == a to the last bit (None if no double gives it)."""
+    f = a / b
+    for _ in range(64):
+        p = f * b
+        if p == a:
+            return f
+        f = math.nextafter(f, math.inf if p < a else 0.0)
+    return None
+
+
+def test_at_an_exact_tie_at_the_top_the_prefill_pool_takes_every_client_it_can():
+    """The rule at the top of the range is x_p <= x_d (a tie takes the most clients); inside it, x_p < x_d (a tie is
+    the decode pool's): rates tuned to tie to the last bit, at the top and at the search's first midpoint."""
+    N, Wp, Wd = 200, 2, 3
+    hi = (N - Wd) // Wp
+    f_d = _tie(_rate_p(hi, Wp), _rate_d(max(1, round((N - hi * Wp) / Wd)), Wd))
+    assert f_d is not None
+    assert silicon.Predictor.split(_PRE, _DEC, N, Wp, Wd, 8000, 20, 0.002, None, 1.0, f_d) == hi
+    mid = (1 + hi) // 2
+    f_d = _tie(_rate_p(mid, Wp), _rate_d(max(1, round((N - mid * Wp) / Wd)), Wd))
+    assert f_d is not None
+    got = silicon.Predictor.split(_PRE, _DEC, N, Wp, Wd, 8000, 20, 0.002, None, 1.0, f_d)
+    assert got == mid - 1 == _exhaustive(_PRE, _DEC, N, Wp, Wd, 8000, 20, 0.002, None, 1.0, f_d)
+
+
+def test_near_the_top_the_decode_clients_are_the_rest_over_the_decode_workers_rounded_and_at_least_one():
+    """At the top (c_p = (N - W_d) // W_p) the decode workers share N - c_p W_p clients: 65 - 63 = 2 over 2 workers
+    is one each, not 2 or 4; one below the top with 4 decode workers, 68 - 63 = 5 over 4 is one each (1.25),
+    not 2. With the decode estimate scaled between the rates at 1 and 2 clients, only the right count gives
+    the exhaustive answer."""
+    for N, Wp, Wd, at in ((65, 1, 2, 63), (68, 1, 4, 63)):
+        f_d = _rate_p(at, Wp) / math.sqrt(_rate_d(1, Wd) * _rate_d(2, Wd))
+        got = silicon.Predictor.split(_PRE, _DEC, N, Wp, Wd, 8000, 20, 0.002, None, 1.0, f_d)
+        assert got == _exhaustive(_PRE, _DEC, N, Wp, Wd, 8000, 20, 0.002, None, 1.0, f_d)
+        assert got < at  # the prefill pool at `at` clients already outruns one decode client a worker
 
 
 # ---------------------------------------------------------------- the disaggregated point, step by step
@@ -247,6 +306,14 @@ def test_a_closed_loop_keeps_its_clients_in_flight_and_serves_them_at_the_rate_l
         r = pred.closed(Toy(), n, isl, osl)
         assert r["in_flight"] == pytest.approx(n, rel=1e-9)
         assert r["rate"] == pytest.approx(n / r["stage"], rel=1e-9)
+
+
+def test_a_one_token_output_has_no_time_between_tokens():
+    """TPOT of a one-token output is 0 (benchmark_serving.py: TPOT only over outputs of more than one token, and
+    the mean of none is taken as 0), with fixed or drawn lengths."""
+    pred = silicon.Predictor("roofline")
+    assert pred.closed(Toy(), 2, 100, 1)["tpot"] == 0.0
+    assert pred.closed(Toy(), 2, 100, 1, spread=0.5)["tpot"] == 0.0
 
 
 def test_tpot_is_the_time_between_tokens_also_for_a_two_token_output():
