@@ -54,7 +54,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCOPE = ["perfmodel/ops.py", "perfmodel/counting.py", "perfmodel/engine.py", "perfmodel/timemodel.py",
          "perfmodel/efficiency.py", "perfmodel/formats.py", "perfmodel/units.py"] + \
         [f"perfmodel/serving/{f}.py" for f in ("api", "capacity", "disagg", "fastcost", "fastsim", "fleet", "kvmemory",
-                                               "scheduler", "silicon", "silicon_report", "slo", "stepcost", "traffic")]
+                                               "scheduler", "silicon", "silicon_plan", "silicon_report", "slo",
+                                               "speculative", "stepcost", "traffic")]
 SAMPLE_SCOPE = ["perfmodel/ops.py", "perfmodel/counting.py", "perfmodel/engine.py", "perfmodel/formats.py",
                 "perfmodel/units.py", "perfmodel/parallel.py", "perfmodel/serving/kvmemory.py",
                 "perfmodel/serving/scheduler.py", "perfmodel/serving/traffic.py", "perfmodel/serving/stepcost.py",
