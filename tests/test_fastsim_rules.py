@@ -465,3 +465,54 @@ def test_a_closed_loop_sends_one_request_for_each_done_and_its_send_times_never_
         assert np.all(np.diff(a) >= 0) and np.all(d >= a)
         for i in range(c, n):  # request i is sent when the (i - c + 1)-th request to finish has finished
             assert a[i] >= np.sort(d)[i - c]
+
+
+@pytest.mark.parametrize("every", [1, 4])
+@pytest.mark.parametrize("q", [50, 90])
+@pytest.mark.parametrize("scale_t, scale_d", [(0.5, np.inf), (0.9, np.inf), (np.inf, 0.6), (np.inf, 0.95),
+                                              (0.8, 0.8), (np.inf, np.inf)])
+def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_certain(every, q, scale_t, scale_d):
+    """Not only never too early (above): never later than it must. At every `every`-th iteration, once the window's
+    first request has arrived, the rule looks at what is known then (a request waiting since its arrival has a TTFT
+    of at least now - arrival; one decoding, a TPOT of at least (now - first) / (output - 1)) and stops as soon as the
+    q-th percentile of those lower bounds, the floor((n - 1) q / 100)-th smallest of n, exceeds an SLO, or the window
+    is done. Replayed here from the full run's own times and iteration ends (the two runs take the same iterations
+    up to the stop: neither leaps), the first such check is where the stopped run stopped, with its verdict."""
+    from perfmodel.serving import make_traffic
+
+    tr = make_traffic(40, 60.0, None, "uniform:200,2000", "uniform:1,60", 1, 0, 3)
+    arr, P, O = tr.arrival, tr.prompt, tr.outputs[:, 0]
+    cost = fastsim.ExactCost(COST)
+    log: list = []
+    full = fastsim.run(arr, P, O, SIZES, cost, 8, 512, log=log)
+    lo, hi = 5, 35
+    a, o = arr[lo:hi], O[lo:hi]
+    multi = o > 1
+    ttft = full["first"][lo:hi] - a
+    tpot = (full["last"][lo:hi] - full["first"][lo:hi])[multi] / (o[multi] - 1)
+    slo_t = float(np.percentile(ttft, q)) * scale_t
+    slo_d = float(np.percentile(tpot, q)) * scale_d
+
+    def kth(x):
+        return np.sort(x)[int(np.floor((x.size - 1) * q / 100))]
+
+    want = (len(log), None)
+    for i, row in enumerate(log, start=1):
+        start, t = row[1], row[1] + row[2]
+        if i % every or arr[lo - 1] > start:
+            continue
+        f = np.where(full["first"][lo:hi] <= t, full["first"][lo:hi], -1.0)
+        d = np.where(full["done"][lo:hi] <= t, full["done"][lo:hi], -1.0)
+        if arr[hi - 1] <= start and (d >= 0).all():
+            want = (i, None)
+            break
+        if kth(np.where(f >= 0, f - a, np.where(a <= t, t - a, -1.0))) > slo_t:
+            want = (i, "ttft")
+            break
+        ran = np.where(d >= 0, full["last"][lo:hi], t) - f
+        if kth(np.where(f >= 0, ran / np.maximum(o - 1, 1), 0.0)[multi]) > slo_d:
+            want = (i, "tpot")
+            break
+    r = fastsim.run(arr, P, O, SIZES, cost, 8, 512, stop={"window": slice(lo, hi), "ttft": slo_t, "tpot": slo_d,
+                                                          "q": q}, every=every)
+    assert (r["steps"], r["stopped"]) == want
