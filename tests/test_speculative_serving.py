@@ -240,3 +240,35 @@ def test_an_agg_row_that_ran_mtp_runs_its_drafts_and_one_of_another_model_says_i
             if q["status"] == "ok" and q.get("speculative") == "mtp"]
     assert len(qwen) == 42 and all(q["mtp"] == 3 and "no published acceptance" in q["assumed"] for q in qwen)
     assert not silicon.Predictor.mtp_priced(qwen[0]) and silicon.Predictor.mtp_priced(p)
+
+
+def test_the_module_s_input_projection_reads_2d_inputs_and_writes_d_outputs_in_16_bits():
+    """eh_proj for n tokens: a D x 2D bf16 matrix (2 D^2 parameters, 2 bytes each, stored with the checkpoint's MTP
+    layer rather than the op list's weights: w_stored 0), reading n x 2D activations of 2 bytes and writing n x D,
+    one GEMM of n rows and D outputs over one matrix."""
+    m = load_model("deepseek-r1")
+    D, n = 7168, 12
+    p = eh_proj(m, float(n))
+    assert p.act_read == n * 2 * D * 2 and p.act_write == n * D * 2
+    assert p.params == 2 * D * D and p.w_stored == 0.0 and p.wfmt == "bf16"
+    assert p.rows == n and p.gemm == (n, D, 1.0)
+
+
+@pytest.mark.parametrize("k, tokens", [(1, 1.0), (1, 2.0), (1, 1.5), (2, 3.0), (3, 1.0)])
+def test_spec_cost_takes_one_draft_and_tokens_a_step_from_one_to_k_plus_one_both_ends_included(worker, k, tokens):
+    """One draft is a speculative step (MTP1); E = 1 (every draft rejected) and E = k + 1 (every one accepted) are
+    the ends of what a step can emit, both possible."""
+    c = SpecCost(worker, k, tokens, 1024, 1024)
+    assert c.k == k and c.E == tokens
+
+
+def test_the_iteration_ratio_is_priced_at_the_request_s_mean_context(worker):
+    """isl 1,000 and osl 600: the mean context of a decode step is 1,000 + 300; the ratio is the speculative
+    iteration's roofline time there over the plain one-token step's."""
+    c = SpecCost(worker, 2, 2.5, 1000, 600)
+    i, S = worker, 1300.0
+    plain = engine.roofline(build_ops(i.model, 8.0, 1.0, S, "decode", i.prec, layout=i.lay), i.hw, i.prec,
+                            layout=i.lay, tm=i.cost.base.tm)["time"]
+    spec = engine.roofline(iteration_ops(i.model, 8, 2, S, i.prec, i.lay), i.hw, i.prec, layout=i.lay,
+                           tm=i.cost.base.tm)["time"]
+    assert c.ratio(8) == pytest.approx(float(spec) / float(plain), rel=1e-12)
