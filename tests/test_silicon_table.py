@@ -70,13 +70,3 @@ def test_each_further_mtp_draft_adds_fewer_tokens_a_step_than_the_one_before():
     assert all(g > 0 for g in gains) and all(b <= a for a, b in zip(gains, gains[1:]))
     assert math.isclose(sum(gains), t[-1] - 1.0)
 
-
-@pytest.mark.parametrize("gib, want", [(141, 8192), (159.99, 8192), (160, 16384), (180, 16384)])
-def test_sglang_s_default_chunk_doubles_from_160_gib_of_device_memory_and_the_others_stay_at_8192(gib, want):
-    """SGLang's chunked_prefill_size is 8,192 below 160 GiB of GPU memory and 16,384 from there (server_args.py
-    _handle_gpu_memory_settings); vLLM's and TensorRT-LLM's defaults do not depend on it."""
-    from types import SimpleNamespace
-
-    hw = SimpleNamespace(memory_capacity=gib * 2**30)
-    assert silicon.budget("sglang", hw) == want
-    assert silicon.budget("vllm", hw) == silicon.budget("trtllm", hw) == 8192

@@ -1,0 +1,160 @@
+"""How `validate --serving` reads a measured row into a deployment (serving/silicon_plan.py): counts, clients, the
+worker layout and where its experts sit, the workers of a disaggregated row, and what it says it assumed."""
+import dataclasses
+import math
+from types import SimpleNamespace
+
+import pytest
+
+import perfmodel as pm
+from perfmodel.runconfig import Layout
+from perfmodel.serving import silicon, silicon_plan as sp
+
+DS, LLAMA = pm.load_model("deepseek-r1"), pm.load_model("llama-3.1-70b")  # 128 heads, 256 experts; 64 heads / 8 KV
+
+
+@pytest.mark.parametrize("x, want", [(1, 1), (4.0, 4), ("8", 8), (0, None), (0.0, None), (-2, None), (2.5, None),
+                                     (math.nan, None), ("", None), (None, None)])
+def test_a_count_is_a_whole_number_of_at_least_one_or_none(x, want):
+    assert sp._int(x) == want
+
+
+def test_concurrency_falls_back_past_a_zero_and_counts_one_rank_or_worker_where_none_is_recorded():
+    agg = {"mode": "agg", "batch_size": 64.0, "attention_dp_size": math.nan, "id": "m"}
+    assert sp.concurrency({**agg, "silicon_data_source": "silicon_concurrency=0", "id": "x_c12_y"}) == 12
+    assert sp.concurrency({**agg, "silicon_data_source": ""}) == 64  # no attention DP recorded: one rank
+    assert sp.concurrency({**agg, "batch_size": math.nan}) is None
+    dis = {"mode": "disagg", "silicon_data_source": "", "id": "", "decode_batch_size": 48.0, "decode_num_workers": 4.0}
+    assert sp.concurrency({**dis, "decode_attention_dp_size": math.nan}) == 192
+    assert sp.concurrency({**dis, "decode_attention_dp_size": 2.0}) == 384  # 48 a rank, 2 ranks, 4 workers
+    assert sp.concurrency({**dis, "decode_attention_dp_size": 2.0, "decode_num_workers": math.nan}) is None
+    assert sp.concurrency({**dis, "decode_attention_dp_size": 2.0, "decode_batch_size": math.nan}) is None
+
+
+def test_a_worker_layout_needs_a_tp_that_splits_the_heads_and_an_attention_dp_that_splits_the_experts():
+    assert sp._layout(DS, math.nan, 1) == (None, "no tp_size")
+    assert sp._layout(DS, 8, math.nan) == (Layout(8, 1, 1, 1), "")  # no attention DP recorded: none
+    assert sp._layout(LLAMA, 16, 1)[0] == Layout(16, 1, 1, 1)  # 8 KV heads, each on 2 of 16 devices
+    assert sp._layout(LLAMA, 24, 1)[1] == "tp 24 does not divide 64 heads / 8 KV heads"
+    odd = DS.replace(moe=dataclasses.replace(DS.moe, n_experts=255))
+    assert sp._layout(odd, 8, 2)[1] == "255 experts do not split over 2 attention-DP groups"
+    assert sp._layout(odd, 8, 1)[0] == Layout(8, 1, 1, 1)
+
+
+@pytest.mark.parametrize("model, tp, dp, want", [
+    (DS, 8, 1, "ep"), (DS, 2, 1, "ep"), (DS, 2, 2, "ep"),  # 256 experts over 8, 2 or 4 devices
+    (DS, 1, 1, "tp"),  # one device: nothing to spread
+    (LLAMA, 8, 1, "tp"),  # a dense model has no experts
+    ("12 experts", 4, 2, "tp"),  # 12 experts over 8 devices do not split whole
+    ("12 experts", 2, 2, "ep"),  # over 4 they do
+])
+def test_whole_experts_are_spread_over_the_worker_only_where_they_split_over_its_devices(model, tp, dp, want):
+    if model == "12 experts":
+        model = DS.replace(moe=dataclasses.replace(DS.moe, n_experts=12))
+    lay, why = sp._layout(model, tp, dp, "ep")
+    assert why == "" and lay.experts == want
+    assert sp._layout(model, tp, dp, "tp")[0].experts == "tp"
+
+
+@pytest.mark.parametrize("row, tp, dp, ran, want", [
+    ({"id": "a_tp8_ep8_1"}, 8, 1, None, "ep"),  # the id's GPUs hold the experts, no attention DP: TEP
+    ({"id": "a_tp2_ep2_1"}, 2, 1, None, "ep"),
+    ({"id": "a_tp8_ep8_1"}, 8, 2, None, "tp"),  # attention DP: not TEP
+    ({"id": "a_tp8_ep8_1"}, 1, 1, None, "tp"),  # one device a worker
+    ({"id": "a_tp8_ep4_1"}, 8, 1, None, "tp"),  # experts over 4 of the 8
+    ({"id": "a_tp4_ep8_1"}, 8, 1, None, "tp"),
+    ({"id": "m", "moe_tp_size": 1.0, "moe_ep_size": 8.0}, 8, 1, None, "ep"),  # no layout in the id: the sample's split
+    ({"id": "m", "moe_tp_size": 1.0, "moe_ep_size": 4.0}, 8, 1, None, "tp"),
+    ({"id": "m", "moe_tp_size": 2.0, "moe_ep_size": 8.0}, 8, 1, None, "tp"),
+    ({"id": "m"}, 8, 1, (8, 8, False), "ep"),  # the run's configuration entry: tp 8, ep 8, no dp-attn
+    ({"id": "m"}, 8, 1, (8, 8, True), "tp"),
+    ({"id": "m"}, 8, 1, (8, 4, False), "tp"),
+    ({"id": "m"}, 8, 1, (4, 8, False), "tp"),
+    ({"id": "m"}, 8, 1, (4, 4, False), "tp"),
+    ({"id": "a_tp8_ep8_1"}, 8, 1, (8, 8, None), "ep"),  # an entry that does not say: the id
+])
+def test_an_agg_worker_ran_tep_where_its_configuration_its_id_or_the_sample_says_the_experts_were_spread(
+        monkeypatch, row, tp, dp, ran, want):
+    monkeypatch.setattr(sp, "agg_topology", lambda: {"m": ran} if ran is not None else {})
+    if ran is not None and row["id"] != "m":
+        monkeypatch.setattr(sp, "agg_topology", lambda: {row["id"]: ran})
+    assert sp.tep_experts(row, tp, dp) == want
+
+
+@pytest.mark.parametrize("row, want", [
+    ({"id": "m", "tp_size": math.nan, "attention_dp_size": 1.0}, (None, 1, "")),
+    ({"id": "m", "tp_size": 16.0, "attention_dp_size": 1.0, "moe_tp_size": 4.0, "moe_ep_size": 4.0},
+     (4, 1, "the sample's tp_size 16 is moe_tp x moe_ep (4 x 4): 4 GPUs")),
+    ({"id": "m", "tp_size": 1.0, "attention_dp_size": 16.0, "moe_tp_size": 4.0, "moe_ep_size": 4.0},
+     (1, 4, "the sample's attention_dp_size 16 is moe_tp x moe_ep (4 x 4): 4 GPUs")),
+    ({"id": "m", "tp_size": 9.0, "attention_dp_size": 1.0, "moe_tp_size": 3.0, "moe_ep_size": 3.0}, (9, 1, "")),
+    ({"id": "m", "tp_size": 2.0, "attention_dp_size": 8.0, "moe_tp_size": 4.0, "moe_ep_size": 4.0}, (2, 8, "")),
+    ({"id": "a_tp8_ep2_1", "tp_size": 16.0, "attention_dp_size": 1.0},
+     (8, 1, "the sample's tp_size 16 is tp x ep of the run its id names (tp8_ep2): 8 GPUs")),
+    ({"id": "a_tp8_ep2_1", "tp_size": 1.0, "attention_dp_size": 16.0},
+     (1, 8, "the sample's attention_dp_size 16 is tp x ep of the run its id names (tp8_ep2): 8 GPUs")),
+    ({"id": "a_tp8_ep2_1", "tp_size": 2.0, "attention_dp_size": 8.0}, (2, 8, "")),  # both above one: as given
+])
+def test_an_agg_row_whose_gpus_are_a_product_runs_on_the_gpus_its_id_or_expert_split_names(monkeypatch, row, want):
+    monkeypatch.setattr(sp, "agg_topology", lambda: {})
+    assert sp.agg_parallel(row) == want
+
+
+@pytest.mark.parametrize("gib, want", [(141, 8192), (159.99, 8192), (160, 16384), (180, 16384)])
+def test_sglang_s_default_chunk_doubles_from_160_gib_of_device_memory_and_the_others_stay_at_8192(gib, want):
+    """SGLang's chunked_prefill_size is 8,192 below 160 GiB of GPU memory and 16,384 from there (server_args.py
+    _handle_gpu_memory_settings, which compares MiB: 160 x 1024); vLLM's and TensorRT-LLM's defaults do not depend
+    on it."""
+    hw = SimpleNamespace(memory_capacity=gib * 2**30)
+    assert sp.budget("sglang", hw) == want
+    assert sp.budget("vllm", hw) == sp.budget("trtllm", hw) == 8192
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return silicon.load()
+
+
+def _one(sample, rid):
+    return sample[sample["id"] == rid]
+
+
+def test_an_mtp_row_says_how_its_drafts_were_priced(sample):
+    """DeepSeek-R1 (a published acceptance) runs its drafts at fixed lengths and says so; Qwen3.5 (none published)
+    is priced one token a step and says why; neither says the other's note."""
+    ds = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c256_tp8_0_ep1_0_251"))[0]
+    qw = silicon.plan(_one(sample, "2026_03_25_qwen3_5_397b_b200_sxm_sglang_fp8_agg_8192x1024_c16_tp4_0_ep1_0_461"))[0]
+    assert ds["speculative"] == qw["speculative"] == "mtp" and "spread" in ds and "spread" in qw
+    assert "lengths fixed at ISL and OSL" in ds["assumed"] and "no published acceptance" not in ds["assumed"]
+    assert "no published acceptance for qwen3.5-397b-a17b" in qw["assumed"] and "lengths fixed" not in qw["assumed"]
+
+
+def test_a_disagg_row_s_workers_come_from_the_row_then_its_recipe_then_one_each_and_it_says_which(sample):
+    rec_id = "2026_03_25_deepseek_r1_gb200_trtllm_fp4_disagg_1024x8192_c2048_tp4_0_ep4_0_352"
+    row = _one(sample, rec_id).copy()
+    assert silicon.plan(row)[0]["workers"] == "recipe"
+    half = row.copy()
+    half["prefill_num_workers"] = 2.0  # one count recorded, the other not: still the recipe's
+    assert silicon.plan(half)[0]["workers"] == "recipe"
+    own = _one(sample, "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759").copy()
+    p = silicon.plan(own)[0]
+    assert p["workers"] == "recorded" and (p["prefill_workers"], p["decode_workers"]) == (1, 4)
+    own["decode_num_workers"] = math.nan  # no recipe for it: one decode worker assumed, and said
+    p = silicon.plan(own)[0]
+    assert p["workers"] == "assumed" and (p["prefill_workers"], p["decode_workers"]) == (1, 1)
+    assert f"{sp.WORKERS_ASSUMED}: 1 prefill, 1 decode" in p["assumed"]
+    bad = _one(sample, "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759").copy()
+    bad["decode_tp_size"] = 7.0
+    assert silicon.plan(bad)[0]["reason"].startswith("decode: tp 7 does not divide")
+    bad["prefill_tp_size"] = 7.0
+    assert silicon.plan(bad)[0]["reason"].startswith("prefill: tp 7 does not divide")
+
+
+def test_a_recipe_table_s_dp_attn_reads_true_false_or_unknown(tmp_path):
+    f = tmp_path / "workers.csv"
+    f.write_text("id,prefill_workers,decode_workers,prefill_gpus,prefill_dp_attn,decode_gpus,decode_dp_attn,"
+                 "speculative,note,source\n"
+                 "a,1,2,4,true,8,false,none,,x\nb,1,1,4,false,8,true,none,,x\nc,1,1,4,,8,,none,,x\n")
+    t = sp.recipe_workers(f)
+    assert [(t[k]["prefill_dp_attn"], t[k]["decode_dp_attn"]) for k in "abc"] == [(True, False), (False, True),
+                                                                                  (None, None)]
