@@ -158,3 +158,20 @@ def test_a_recipe_table_s_dp_attn_reads_true_false_or_unknown(tmp_path):
     t = sp.recipe_workers(f)
     assert [(t[k]["prefill_dp_attn"], t[k]["decode_dp_attn"]) for k in "abc"] == [(True, False), (False, True),
                                                                                   (None, None)]
+
+
+def test_a_run_s_scripts_set_its_rounds_and_only_the_settings_they_give_completely():
+    """num_prompts over the clients is the rounds measured (at least one); SGLang's receive interval counts from 2
+    (1 is its default: every loop); TensorRT-LLM's batch waiting needs both its iterations and its token ratio."""
+    cfg = {"script": "x"}
+    assert sp.benchmark_settings({**cfg, "num_prompts": "3"}, "vllm", 8)[0]["profile"] == 1  # 3 of 8: one round
+    assert sp.benchmark_settings({**cfg, "num_prompts": "8"}, "vllm", 8)[0]["profile"] == 1
+    assert sp.benchmark_settings({**cfg, "num_prompts": "80"}, "vllm", 8)[0]["profile"] == 10
+    assert sp.benchmark_settings({**cfg, "scheduler_recv_interval": "2"}, "sglang", 8)[0]["recv"] == 2
+    assert "recv" not in sp.benchmark_settings({**cfg, "scheduler_recv_interval": "1"}, "sglang", 8)[0]
+    assert "recv" not in sp.benchmark_settings({**cfg, "scheduler_recv_interval": "30"}, "vllm", 8)[0]
+    wait = {"batch_wait_timeout_iters": "5", "batch_wait_max_tokens_ratio": "0.5"}
+    assert sp.benchmark_settings({**cfg, **wait}, "trtllm", 8)[0]["batch_wait"] == (5, 0.5)
+    for part in ({"batch_wait_max_tokens_ratio": "0.5"}, {"batch_wait_timeout_iters": "5"},
+                 {"batch_wait_timeout_iters": "0", "batch_wait_max_tokens_ratio": "0.5"}):
+        assert "batch_wait" not in sp.benchmark_settings({**cfg, **part}, "trtllm", 8)[0], part
