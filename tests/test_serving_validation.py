@@ -344,7 +344,19 @@ def test_a_sample_file_missing_a_column_or_with_a_bad_value_is_refused(tmp_path,
     neg.loc[neg.index[1], "osl"] = -5
     neg.to_csv(bad, index=False)
     assert main(["validate", "--serving", "--sample", str(bad)]) == 2
-    assert "row 3, column osl: expected a positive number" in capsys.readouterr().err
+    assert "row 3, column osl: expected a whole number >= 1, got '-5'" in capsys.readouterr().err
+    for c, v in (("isl", 0.5), ("osl", 128.5)):  # a token count is whole: 0.5 was read as a 0-token prompt
+        frac = sample.head(3).copy()
+        frac[c] = frac[c].astype(float)
+        frac.loc[frac.index[2], c] = v
+        frac.to_csv(bad, index=False)
+        assert main(["validate", "--serving", "--sample", str(bad)]) == 2
+        assert f"row 4, column {c}: expected a whole number >= 1, got '{v}'" in capsys.readouterr().err
+    neg = sample.head(3).copy()
+    neg.loc[neg.index[0], "silicon_ttft_ms"] = 0.0
+    neg.to_csv(bad, index=False)
+    assert main(["validate", "--serving", "--sample", str(bad)]) == 2
+    assert "row 2, column silicon_ttft_ms: expected a positive number" in capsys.readouterr().err
 
 
 def test_the_api_returns_the_points_and_their_summary():

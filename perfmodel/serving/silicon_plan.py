@@ -125,10 +125,10 @@ def load(path=None):
         raise SpecError(name, missing[0], f"missing column (the silicon sample's columns: {', '.join(COLUMNS[:6])}, ...)")
     for c in ("isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"):
         v = pd.to_numeric(df[c], errors="coerce")
-        bad = ~(np.isfinite(v) & (v > 0))
+        bad = ~(np.isfinite(v) & (v > 0) & ((v == np.floor(v)) if c in ("isl", "osl") else True))  # whole tokens
         if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise SpecError(name, f"row {i + 2}, column {c}", f"expected a positive number, got {df[c].iloc[i]!r}")
+            i, what = int(np.flatnonzero(bad.to_numpy())[0]), "whole number >= 1" if c in ("isl", "osl") else "positive number"
+            raise SpecError(name, f"row {i + 2}, column {c}", f"expected a {what}, got {str(df[c].iloc[i])!r}")
     if df["id"].duplicated().any():
         raise SpecError(name, "id", f"duplicate id {df['id'][df['id'].duplicated()].iloc[0]!r}")
     return df
