@@ -72,6 +72,9 @@ def test_whole_experts_are_spread_over_the_worker_only_where_they_split_over_its
     ({"id": "m"}, 8, 1, (4, 8, False), "tp"),
     ({"id": "m"}, 8, 1, (4, 4, False), "tp"),
     ({"id": "a_tp8_ep8_1"}, 8, 1, (8, 8, None), "ep"),  # an entry that does not say: the id
+    ({"id": "m", "moe_tp_size": 2.0, "moe_ep_size": 4.0}, 8, 1, (8, 8, None), "tp"),  # ... or the sample's split
+    ({"id": "a_tp1_ep1_1"}, 1, 1, None, "tp"),  # one device a worker, whatever the id says
+    ({"id": "m", "moe_tp_size": 1.0, "moe_ep_size": 1.0}, 1, 1, None, "tp"),
 ])
 def test_an_agg_worker_ran_tep_where_its_configuration_its_id_or_the_sample_says_the_experts_were_spread(
         monkeypatch, row, tp, dp, ran, want):
@@ -94,6 +97,9 @@ def test_an_agg_worker_ran_tep_where_its_configuration_its_id_or_the_sample_says
     ({"id": "a_tp8_ep2_1", "tp_size": 1.0, "attention_dp_size": 16.0},
      (1, 8, "the sample's attention_dp_size 16 is tp x ep of the run its id names (tp8_ep2): 8 GPUs")),
     ({"id": "a_tp8_ep2_1", "tp_size": 2.0, "attention_dp_size": 8.0}, (2, 8, "")),  # both above one: as given
+    ({"id": "m", "tp_size": 8.0, "attention_dp_size": 2.0, "moe_tp_size": 4.0, "moe_ep_size": 4.0}, (8, 2, "")),
+    ({"id": "a_tp1_ep2_1", "tp_size": 1.0, "attention_dp_size": 2.0},
+     (1, 1, "the sample's attention_dp_size 2 is tp x ep of the run its id names (tp1_ep2): 1 GPUs")),
 ])
 def test_an_agg_row_whose_gpus_are_a_product_runs_on_the_gpus_its_id_or_expert_split_names(monkeypatch, row, want):
     monkeypatch.setattr(sp, "agg_topology", lambda: {})
@@ -133,9 +139,10 @@ def test_a_disagg_row_s_workers_come_from_the_row_then_its_recipe_then_one_each_
     rec_id = "2026_03_25_deepseek_r1_gb200_trtllm_fp4_disagg_1024x8192_c2048_tp4_0_ep4_0_352"
     row = _one(sample, rec_id).copy()
     assert silicon.plan(row)[0]["workers"] == "recipe"
-    half = row.copy()
-    half["prefill_num_workers"] = 2.0  # one count recorded, the other not: still the recipe's
-    assert silicon.plan(half)[0]["workers"] == "recipe"
+    for recorded in ("prefill_num_workers", "decode_num_workers"):  # one count recorded, the other not: the recipe's
+        half = row.copy()
+        half[recorded] = 2.0
+        assert silicon.plan(half)[0]["workers"] == "recipe", recorded
     own = _one(sample, "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759").copy()
     p = silicon.plan(own)[0]
     assert p["workers"] == "recorded" and (p["prefill_workers"], p["decode_workers"]) == (1, 4)
