@@ -468,19 +468,22 @@ def test_a_closed_loop_sends_one_request_for_each_done_and_its_send_times_never_
 
 
 @pytest.mark.parametrize("every", [1, 4])
-@pytest.mark.parametrize("q", [50, 90])
+@pytest.mark.parametrize("q", [50, 90, 99])
+@pytest.mark.parametrize("rate", [60.0, 4.0])  # queueing, and a light load whose window is done before the next request
 @pytest.mark.parametrize("scale_t, scale_d", [(0.5, np.inf), (0.9, np.inf), (np.inf, 0.6), (np.inf, 0.95),
-                                              (0.8, 0.8), (np.inf, np.inf)])
-def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_certain(every, q, scale_t, scale_d):
+                                              (0.8, 0.8), (np.inf, np.inf), ("kth", np.inf), (np.inf, "kth"),
+                                              (0.01, np.inf)])
+def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_certain(every, q, rate, scale_t, scale_d):
     """Not only never too early (above): never later than it must. At every `every`-th iteration, once the window's
     first request has arrived, the rule looks at what is known then (a request waiting since its arrival has a TTFT
     of at least now - arrival; one decoding, a TPOT of at least (now - first) / (output - 1)) and stops as soon as the
     q-th percentile of those lower bounds, the floor((n - 1) q / 100)-th smallest of n, exceeds an SLO, or the window
     is done. Replayed here from the full run's own times and iteration ends (the two runs take the same iterations
-    up to the stop: neither leaps), the first such check is where the stopped run stopped, with its verdict."""
+    up to the stop: neither leaps), the first such check is where the stopped run stopped, with its verdict. An SLO
+    equal to that order statistic of the full run ("kth") passes: a bound must exceed it, not reach it."""
     from perfmodel.serving import make_traffic
 
-    tr = make_traffic(40, 60.0, None, "uniform:200,2000", "uniform:1,60", 1, 0, 3)
+    tr = make_traffic(40, rate, None, "uniform:200,2000", "uniform:1,60", 1, 0, 3)
     arr, P, O = tr.arrival, tr.prompt, tr.outputs[:, 0]
     cost = fastsim.ExactCost(COST)
     log: list = []
@@ -490,11 +493,11 @@ def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_cer
     multi = o > 1
     ttft = full["first"][lo:hi] - a
     tpot = (full["last"][lo:hi] - full["first"][lo:hi])[multi] / (o[multi] - 1)
-    slo_t = float(np.percentile(ttft, q)) * scale_t
-    slo_d = float(np.percentile(tpot, q)) * scale_d
-
     def kth(x):
         return np.sort(x)[int(np.floor((x.size - 1) * q / 100))]
+
+    slo_t = float(kth(ttft)) if scale_t == "kth" else float(np.percentile(ttft, q)) * scale_t
+    slo_d = float(kth(tpot)) if scale_d == "kth" else float(np.percentile(tpot, q)) * scale_d
 
     want = (len(log), None)
     for i, row in enumerate(log, start=1):
@@ -516,3 +519,5 @@ def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_cer
     r = fastsim.run(arr, P, O, SIZES, cost, 8, 512, stop={"window": slice(lo, hi), "ttft": slo_t, "tpot": slo_d,
                                                           "q": q}, every=every)
     assert (r["steps"], r["stopped"]) == want
+    if "kth" in (scale_t, scale_d):
+        assert want[1] is None

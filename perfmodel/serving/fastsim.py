@@ -426,7 +426,7 @@ def run(arrival, prompt, out, sizes: KVSizes, cost, slots=None, budget=None, pre
             if int(np.count_nonzero(late > stop["ttft"])) >= need_t:
                 stopped = "ttft"
                 break
-            slow = multi & (f >= 0) & (np.where(d >= 0, last[lo:hi], t) - f > stop["tpot"] * o_w)
+            slow = multi & (f >= 0) & ((np.where(d >= 0, last[lo:hi], t) - f) / o_w > stop["tpot"])  # as slo's TPOT
             if int(np.count_nonzero(slow)) >= need_d:
                 stopped = "tpot"
                 break
