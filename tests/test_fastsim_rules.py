@@ -469,7 +469,7 @@ def test_a_closed_loop_sends_one_request_for_each_done_and_its_send_times_never_
 
 @pytest.mark.parametrize("every", [1, 4])
 @pytest.mark.parametrize("q", [50, 90, 99])
-@pytest.mark.parametrize("rate", [60.0, 4.0])  # queueing, and a light load whose window is done before the next request
+@pytest.mark.parametrize("rate", [60.0, 4.0, 0.5])  # queueing, a light load, and one whose window is done before the next request comes
 @pytest.mark.parametrize("scale_t, scale_d", [(0.5, np.inf), (0.9, np.inf), (np.inf, 0.6), (np.inf, 0.95),
                                               (0.8, 0.8), (np.inf, np.inf), ("kth", np.inf), (np.inf, "kth"),
                                               (0.01, np.inf)])
