@@ -521,3 +521,58 @@ def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_cer
     assert (r["steps"], r["stopped"]) == want
     if "kth" in (scale_t, scale_d):
         assert want[1] is None
+
+
+class _Counting:
+    """A FastCost that records how fastsim.run asks for prices: "step" for one iteration, k for a leap of k."""
+
+    def __init__(self):
+        self.base, self.events = fastsim.FastCost(COST, 512), []
+
+    def __call__(self, T, S):
+        self.events.append("step")
+        return self.base(T, S)
+
+    def decode_only(self, S):
+        self.events.append("step")
+        return self.base.decode_only(S)
+
+    def decode_steps(self, S0, k):
+        self.events.append(k)
+        return self.base.decode_steps(S0, k)
+
+
+@pytest.mark.parametrize("prompt, out, prefilled, events", [
+    (100, 50, False, ["step", 48, "step"]),  # its prompt, 48 decode iterations in one leap, the last one
+    (100, 50, True, ["step", 47, "step"]),  # a prefilled request's first iteration brings its first token
+    (100, 5, True, ["step", 2, "step"]),  # the shortest leap is two iterations
+    (100, 4, True, ["step", "step", "step"]),  # one iteration between two events is just an iteration
+])
+def test_a_lone_request_s_decode_iterations_between_two_events_are_priced_in_one_leap(prompt, out, prefilled, events):
+    """What makes a sweep fast: a run of decode-only iterations with no arrival, block or finish between them costs
+    one call (decode_steps), not one a token; the iteration that finishes is priced on its own."""
+    c = _Counting()
+    r = fastsim.run([0.0], [prompt], [out], SIZES, c, None, 512, prefilled=prefilled)
+    assert c.events == events and r["steps"] == out - (1 if prefilled else 0)
+
+
+def test_a_leap_stops_at_each_finish_and_before_an_arrival():
+    """Two requests of 10 and 30 tokens: a leap to the first's last iteration, that iteration, a leap to the
+    second's. A request arriving mid-run joins at the first iteration that starts at or after its arrival (as the
+    iteration-by-iteration run has it), and each stretch between two events is still one call."""
+    c = _Counting()
+    fastsim.run([0.0, 0.0], [100, 100], [10, 30], SIZES, c, None, 512, prefilled=True)
+    assert c.events == ["step", 7, "step", 19, "step"]
+    log: list = []
+    fastsim.run([0.0], [100], [50], SIZES, fastsim.FastCost(COST, 512), None, 512, log=log)
+    starts = np.array([row[1] for row in log])
+    at = 0.5 * (starts[12] + starts[13])  # between the 13th and 14th iterations' starts
+    c = _Counting()
+    r = fastsim.run([0.0, at], [100, 100], [50, 5], SIZES, c, None, 512)
+    # its prompt; a leap priced to the first's end but cut where the second arrives; the iteration that takes the
+    # second's prompt; a leap to the second's last iteration; that one; a leap to the first's last; that one
+    assert c.events == ["step", 48, "step", 3, "step", 31, "step"] and r["steps"] == 50
+    one_by_one = fastsim.run([0.0, at], [100, 100], [50, 5], SIZES, fastsim.FastCost(COST, 512), None, 512, leap=False)
+    for k in ("first", "done"):
+        assert r[k] == pytest.approx(one_by_one[k], rel=1e-12)
+    assert starts[12] < at < r["first"][1]  # it joined at the first iteration that starts after it arrived
