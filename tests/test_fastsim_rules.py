@@ -576,3 +576,29 @@ def test_a_leap_stops_at_each_finish_and_before_an_arrival():
     for k in ("first", "done"):
         assert r[k] == pytest.approx(one_by_one[k], rel=1e-12)
     assert starts[12] < at < r["first"][1]  # it joined at the first iteration that starts after it arrived
+
+
+def test_a_request_arriving_during_a_leap_s_last_iteration_joins_the_next_and_the_leap_is_whole():
+    log: list = []
+    fastsim.run([0.0], [100], [50], SIZES, fastsim.FastCost(COST, 512), None, 512, log=log)
+    starts = np.array([row[1] for row in log])
+    at = 0.5 * (starts[48] + starts[49])  # during the last of the 48 leapt iterations
+    c = _Counting()
+    r = fastsim.run([0.0, at], [100, 100], [50, 5], SIZES, c, None, 512)
+    assert c.events[:3] == ["step", 48, "step"]
+    one_by_one = fastsim.run([0.0, at], [100, 100], [50, 5], SIZES, fastsim.FastCost(COST, 512), None, 512, leap=False)
+    assert r["first"] == pytest.approx(one_by_one["first"], rel=1e-12)
+
+
+@pytest.mark.parametrize("tokens", [260, 300, 340, 420])
+def test_leaps_under_memory_pressure_give_the_iteration_by_iteration_run_preemptions_included(tokens):
+    """Three requests of 100 + 150 tokens on a device whose cache holds `tokens` tokens: their decodes outgrow it
+    and the newest is preempted. A leap is taken only while its new blocks fit, so the times and preemptions are
+    those of the run that prices every iteration alone."""
+    s = KVSizes(SIZES.per_token, 0.0, 0.0, tokens * SIZES.per_token * (1 + 1e-12), 10**6)
+    arr, P, O = [0.0, 0.0, 0.01], [100, 100, 100], [150, 150, 150]
+    a = fastsim.run(arr, P, O, s, fastsim.FastCost(COST, 512), None, 512)
+    b = fastsim.run(arr, P, O, s, fastsim.FastCost(COST, 512), None, 512, leap=False)
+    assert a["preempted"] == b["preempted"] and (tokens > 400 or a["preempted"] > 0)
+    for k in ("first", "done"):
+        assert a[k] == pytest.approx(b[k], rel=1e-12)
