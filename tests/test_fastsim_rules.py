@@ -603,3 +603,19 @@ def test_leaps_under_memory_pressure_give_the_iteration_by_iteration_run_preempt
     assert a["preempted"] == b["preempted"] and (tokens > 400 or a["preempted"] > 0)
     for k in ("first", "done"):
         assert a[k] == pytest.approx(b[k], rel=1e-12)
+
+
+@pytest.mark.parametrize("slack", [0.5, 1.5])
+def test_a_leap_is_taken_whenever_its_new_blocks_fit_the_free_memory_with_its_one_byte_margin(slack):
+    """One prefilled request, prompt 100, output 50: after its first iteration it holds 102 tokens (7 blocks of 16)
+    and its leap of 47 iterations reaches 149 (10 blocks). On a cache of exactly 10 blocks plus the margin the check
+    keeps (1e-9 of the 3 new blocks and 1 B) and `slack` more bytes, the leap fits and is taken in one call: a check
+    that asks for more room than its new blocks and that margin prices the 47 iterations one by one instead."""
+    bb = 16 * SIZES.per_token
+    cap = 10 * bb + 3 * bb * 1e-9 + 1.0 + slack
+    s = KVSizes(SIZES.per_token, 0.0, 0.0, cap, 10**6)
+    c = _Counting()
+    r = fastsim.run([0.0], [100], [50], s, c, None, 512, prefilled=True)
+    assert c.events == ["step", 47, "step"]
+    alone = fastsim.run([0.0], [100], [50], SIZES, fastsim.FastCost(COST, 512), None, 512, prefilled=True)
+    assert r["done"] == pytest.approx(alone["done"], rel=1e-12)
