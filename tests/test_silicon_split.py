@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from perfmodel.runconfig import Layout
+from perfmodel.errors import SpecError
 from perfmodel.serving import disagg, fastsim, silicon
 from perfmodel.serving.kvmemory import KVSizes
 
@@ -412,3 +413,14 @@ def test_each_mtp_draft_count_emits_more_than_one_token_a_step_and_at_most_its_d
     for k, t in silicon.MTP_TOKENS.items():
         assert 1 < t <= k + 1
     assert silicon.MTP_TOKENS[1] < silicon.MTP_TOKENS[2] < silicon.MTP_TOKENS[3]
+
+
+def test_a_loop_whose_longest_drawn_request_does_not_fit_alone_does_not_fit_whatever_the_first_draw():
+    """Lengths drawn from 32 ... 64 tokens (prompt and output): the longest, 64 + 64 - 1 = 127 tokens, needs 8 blocks
+    of 16; a cache of 7 blocks (112 tokens) holds the first drawn request but not every one: "does not fit", a result,
+    not a crash in the simulation."""
+    P, O = silicon.spread_lengths(64, 0.5, 20, 1), silicon.spread_lengths(64, 0.5, 20, 2)
+    assert P[0] + O[0] - 1 <= 112  # the first draw alone would fit
+    toy = Toy(capacity=7 * 16 * 1000.0)
+    with pytest.raises(SpecError, match="does not fit"):
+        silicon.Predictor("roofline").closed(toy, 4, 64, 64, spread=0.5)

@@ -198,7 +198,7 @@ class Predictor:
         if spread is not None:  # a prefill stage's one output token (osl 1) is not drawn
             P = spread_lengths(isl, spread, total, 1)
             O = spread_lengths(osl, spread, total, 2) if osl > 1 else O
-        if not fastsim.fits_alone(inst.sizes, inst.block, P[:1], O[:1]):
+        if not bool(np.all(fastsim.fits_alone(inst.sizes, inst.block, P, O))):  # every drawn length, not the first
             raise SpecError("silicon", None, f"does not fit: one request's KV cache ({isl} + {osl} tokens) is more "
                                              f"than the {inst.sizes.capacity:.4g} B left after the weights")
         s = fastsim.run(np.zeros(total), P, O, inst.sizes, inst.cost, slots, inst.budget, prefill, inst.block,
