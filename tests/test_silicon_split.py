@@ -113,7 +113,7 @@ def _exhaustive(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d):
 def test_the_split_is_where_the_pools_rates_cross_as_an_exhaustive_search_finds_it(N, Wp, Wd, isl, osl, move, f_p,
                                                                                      f_d):
     pre, dec = Toy(a=1e-3, b=2e-7, c=1e-9, budget=8192), Toy(a=5e-3, b=1e-5, c=2e-9, capacity=2e9)
-    got = silicon.Predictor.split(pre, dec, N, Wp, Wd, isl, osl, 0.0 + move, None, f_p, f_d)
+    got = silicon.Predictor.split(pre, dec, N, Wp, Wd, isl, osl, move, None, f_p, f_d)
     assert got == _exhaustive(pre, dec, N, Wp, Wd, isl, osl, move, None, f_p, f_d)
 
 
@@ -278,7 +278,7 @@ def test_the_split_is_corrected_by_what_the_simulations_served_until_the_pools_a
     want = [(1.0, 1.0), (2 * 4 / 0.204 / 16.0, x_d / 50.0), (2 * 5 / 0.204 / 16.0, x_d / 50.0)]
     assert len(s.split_args) == 3
     assert np.allclose(np.array(s.split_args), np.array(want), rtol=1e-12, atol=0)
-    quick = [c for c in s.closed_calls[:-2]]
+    quick = s.closed_calls[:-2]
     assert len(quick) == 6 and all(c["warmup"] == 1 and c["rounds"] == 1 for c in quick)
     assert "warmup" not in s.closed_calls[-1]  # the answer's simulations run the benchmark's rounds
 
