@@ -4,6 +4,7 @@ the token budget and the cap on running requests)."""
 import numpy as np
 import pytest
 
+from perfmodel.runconfig import Layout
 from perfmodel.serving import silicon, silicon_plan
 
 
@@ -95,6 +96,15 @@ def test_a_point_s_batch_waiting_and_balancing_reach_the_simulation_as_its_engin
     assert (seen[-1]["wait"], seen[-1]["balance"]) == (None, (2, 60, 0))
     silicon.Predictor("roofline")(dict(agg_point, max_batch=16))  # a cap below the memory's 64
     assert seen[-1]["slots"] == 16 and seen[-1]["profile"] == silicon.PROFILE_ROUNDS and seen[-1]["spread"] is None
+
+
+def test_the_engine_s_cap_on_running_requests_is_per_attention_dp_rank_but_sglang_s_and_memory_caps_it_too(
+        agg_point, monkeypatch):
+    seen = _record_closed(monkeypatch)  # memory holds 64
+    p = dict(agg_point, layout=Layout(tp=1, ep=4))
+    for engine, max_batch, want in (("trtllm", 8, 32), ("vllm", 8, 32), ("sglang", 8, 8), ("trtllm", 100, 64)):
+        silicon.Predictor("roofline")(dict(p, engine=engine, max_batch=max_batch))
+        assert seen[-1]["slots"] == want, (engine, max_batch)
 
 
 def test_benchmark_settings_read_each_engine_s_own_names_for_its_limits():

@@ -358,27 +358,6 @@ def test_no_evict_admits_as_many_requests_as_have_their_whole_isl_plus_osl_cache
     assert silicon.Predictor.no_evict(toy, isl, osl, "trtllm") == want
 
 
-def test_the_engine_s_cap_on_running_requests_is_per_attention_dp_rank_but_sglang_s_and_memory_caps_it_too(
-        monkeypatch):
-    seen = []
-
-    class Inst:
-        budget = 8192
-
-    def closed(self, inst, n, isl, osl, **k):
-        seen.append(k["slots"])
-        return {"ttft_profile": 1.0, "tpot_profile": 1.0, "in_flight": n, "rate": 1.0, "preempted": 0}
-
-    monkeypatch.setattr(silicon.Predictor, "closed", closed)
-    monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget: Inst())
-    monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
-    p = {"model": "m", "hardware": "h", "weights": "bf16", "act": "bf16", "kv": "bf16", "budget": 8192, "isl": 100,
-         "osl": 10, "concurrency": 8, "layout": Layout(tp=1, ep=4)}
-    for engine, max_batch, want in (("trtllm", 8, 32), ("vllm", 8, 32), ("sglang", 8, 8), ("trtllm", 100, 64)):
-        silicon.Predictor("roofline")(dict(p, engine=engine, max_batch=max_batch))
-        assert seen[-1] == want, (engine, max_batch)
-
-
 # ---------------------------------------------------------------- the benchmark's bookkeeping
 def test_with_one_warm_up_round_the_phase_mean_still_counts_the_burst():
     n, r = 2, 2
