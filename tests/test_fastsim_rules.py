@@ -467,13 +467,27 @@ def test_a_closed_loop_sends_one_request_for_each_done_and_its_send_times_never_
             assert a[i] >= np.sort(d)[i - c]
 
 
-@pytest.mark.parametrize("every", [1, 4])
+@pytest.mark.parametrize("every", [1, 4, None])  # None: the default, every 16 iterations
 @pytest.mark.parametrize("q", [50, 90, 99])
 @pytest.mark.parametrize("rate", [60.0, 4.0, 0.5])  # queueing, a light load, and one whose window is done before the next request comes
 @pytest.mark.parametrize("scale_t, scale_d", [(0.5, np.inf), (0.9, np.inf), (np.inf, 0.6), (np.inf, 0.95),
                                               (0.8, 0.8), (np.inf, np.inf), ("kth", np.inf), (np.inf, "kth"),
                                               (0.01, np.inf)])
 def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_certain(every, q, rate, scale_t, scale_d):
+    _stop_where_the_replay_says(every, q, rate, scale_t, scale_d, "uniform:1,60")
+
+
+@pytest.mark.parametrize("rate", [60.0, 4.0])
+@pytest.mark.parametrize("scale_d", [0.6, 0.95])
+def test_the_tpot_stop_needs_floor_n_minus_1_q_over_100_slow_requests_not_one_more(rate, scale_d):
+    """With 30 multi-token requests in the window and q = 90, the percentile is the floor(29 x 0.9) = 26th smallest,
+    so the run stops when 30 - 26 = 4 requests are certainly slow. Counting with any other divisor than 100 (29 x 90 /
+    101 = 25.8) needs a fifth and stops later. With 28 (outputs of 1-60 tokens, above) 27 x 0.9 = 24.3 and
+    27 x 90 / 101 = 24.06 floor alike, which is why outputs of 100-400 tokens are used here."""
+    _stop_where_the_replay_says(1, 90, rate, np.inf, scale_d, "uniform:100,400", multi_requests=30)
+
+
+def _stop_where_the_replay_says(every, q, rate, scale_t, scale_d, outputs, multi_requests=None):
     """Not only never too early (above): never later than it must. At every `every`-th iteration, once the window's
     first request has arrived, the rule looks at what is known then (a request waiting since its arrival has a TTFT
     of at least now - arrival; one decoding, a TPOT of at least (now - first) / (output - 1)) and stops as soon as the
@@ -483,7 +497,7 @@ def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_cer
     equal to that order statistic of the full run ("kth") passes: a bound must exceed it, not reach it."""
     from perfmodel.serving import make_traffic
 
-    tr = make_traffic(40, rate, None, "uniform:200,2000", "uniform:1,60", 1, 0, 3)
+    tr = make_traffic(40, rate, None, "uniform:200,2000", outputs, 1, 0, 3)
     arr, P, O = tr.arrival, tr.prompt, tr.outputs[:, 0]
     cost = fastsim.ExactCost(COST)
     log: list = []
@@ -491,6 +505,7 @@ def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_cer
     lo, hi = 5, 35
     a, o = arr[lo:hi], O[lo:hi]
     multi = o > 1
+    assert multi_requests is None or int(multi.sum()) == multi_requests
     ttft = full["first"][lo:hi] - a
     tpot = (full["last"][lo:hi] - full["first"][lo:hi])[multi] / (o[multi] - 1)
     def kth(x):
@@ -502,7 +517,7 @@ def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_cer
     want = (len(log), None)
     for i, row in enumerate(log, start=1):
         start, t = row[1], row[1] + row[2]
-        if i % every or arr[lo - 1] > start:
+        if i % (every or 16) or arr[lo - 1] > start:
             continue
         f = np.where(full["first"][lo:hi] <= t, full["first"][lo:hi], -1.0)
         d = np.where(full["done"][lo:hi] <= t, full["done"][lo:hi], -1.0)
@@ -516,8 +531,8 @@ def test_the_stop_rule_ends_a_run_at_the_first_check_at_which_its_verdict_is_cer
         if kth(np.where(f >= 0, ran / np.maximum(o - 1, 1), 0.0)[multi]) > slo_d:
             want = (i, "tpot")
             break
-    r = fastsim.run(arr, P, O, SIZES, cost, 8, 512, stop={"window": slice(lo, hi), "ttft": slo_t, "tpot": slo_d,
-                                                          "q": q}, every=every)
+    stop = {"window": slice(lo, hi), "ttft": slo_t, "tpot": slo_d, "q": q}
+    r = fastsim.run(arr, P, O, SIZES, cost, 8, 512, stop=stop, **({} if every is None else {"every": every}))
     assert (r["steps"], r["stopped"]) == want
     if "kth" in (scale_t, scale_d):
         assert want[1] is None
