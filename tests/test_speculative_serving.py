@@ -243,14 +243,14 @@ def test_an_agg_row_that_ran_mtp_runs_its_drafts_and_one_of_another_model_says_i
 
 
 def test_the_module_s_input_projection_reads_2d_inputs_and_writes_d_outputs_in_16_bits():
-    """eh_proj for n tokens: a D x 2D bf16 matrix (2 D^2 parameters, 2 bytes each, stored with the checkpoint's MTP
-    layer rather than the op list's weights: w_stored 0), reading n x 2D activations of 2 bytes and writing n x D,
-    one GEMM of n rows and D outputs over one matrix."""
+    """eh_proj for n tokens: a D x 2D bf16 matrix (2 D^2 parameters, 2 bytes each, stored on every device that runs
+    the module), reading n x 2D activations of 2 bytes and writing n x D, one GEMM of n rows and D outputs over one
+    matrix."""
     m = load_model("deepseek-r1")
     D, n = 7168, 12
     p = eh_proj(m, float(n))
     assert p.act_read == n * 2 * D * 2 and p.act_write == n * D * 2
-    assert p.params == 2 * D * D and p.w_stored == 0.0 and p.wfmt == "bf16"
+    assert p.params == 2 * D * D and p.w_stored == 2 * D * D * 2 and p.wfmt == "bf16"
     assert p.rows == n and p.gemm == (n, D, 1.0)
 
 
@@ -272,3 +272,42 @@ def test_the_iteration_ratio_is_priced_at_the_request_s_mean_context(worker):
     spec = engine.roofline(iteration_ops(i.model, 8, 2, S, i.prec, i.lay), i.hw, i.prec, layout=i.lay,
                            tm=i.cost.base.tm)["time"]
     assert c.ratio(8) == pytest.approx(float(spec) / float(plain), rel=1e-12)
+
+
+def test_the_loaded_mtp_module_is_the_model_card_s_14b_less_its_copies_of_the_embedding_and_head():
+    """DeepSeek-V3's model card: 685B on Hugging Face = 671B of the main model + 14B of the MTP module (both totals
+    rounded to 1B, so 14B +- 1B). The 14B hold the module's own copies of the embedding and LM head (2 x V x D),
+    which vLLM and TensorRT-LLM share with the main model instead; what the module adds is the rest: eh_proj and
+    one MoE decoder layer. Its cache: one MLA layer more a token, the main model's 61 layers' bytes / 61."""
+    from perfmodel import engine
+    from perfmodel.serving.speculative import SHARED, draft_ops, module_memory
+
+    m = load_model("deepseek-v3")
+    V, D = 129280, 7168  # config.json: vocab_size, hidden_size
+    added = sum(op.params * op.count for op in draft_ops(m, 1.0, 0.0, Precision()) if op.name not in SHARED)
+    assert abs(added + 2 * V * D - 14e9) <= 1e9
+    w, kv = module_memory(m, Precision())
+    assert w == pytest.approx(2.0 * added, rel=1e-12)  # bf16 weights, 2 bytes each
+    assert kv == pytest.approx(engine.kv_growth_per_token(m, Precision()) / 61, rel=1e-12)
+
+
+@pytest.mark.parametrize("tp, ep", [(8, 1), (8, 8)])
+def test_a_worker_running_mtp_has_less_kv_memory_by_the_module_s_weights_and_a_layer_more_a_token(tp, ep):
+    """The speculative worker of the serving validation is the plain worker less what the loaded MTP module takes:
+    capacity less its weights on each of the ep device groups, each token's cache a layer bigger, and so at most
+    as many requests admitted without eviction (TensorRT-LLM's capacity scheduler) as the plain worker."""
+    from perfmodel.ops import Layout
+    from perfmodel.serving.speculative import module_memory
+
+    pred = silicon.Predictor("achievable", 1)
+    lay = Layout(tp=tp, ep=ep)
+    p = {"model": "deepseek-r1", "hardware": "h200", "weights": "fp8", "act": "fp8", "kv": "fp8"}
+    inst = pred.instance(p, lay, 8192)
+    spec = pred.speculative(inst, 3, 1024, 1024)
+    w, kv = module_memory(inst.model, inst.prec, lay)
+    assert w > 0 and kv > 0
+    assert spec.sizes.capacity == pytest.approx(inst.sizes.capacity - w * ep, rel=1e-12)
+    assert spec.sizes.per_token == pytest.approx(inst.sizes.per_token + kv, rel=1e-12)
+    assert spec.sizes.weights == pytest.approx(inst.sizes.weights + w, rel=1e-12)
+    assert inst.sizes.per_token / kv == pytest.approx(61, rel=1e-9)  # one MLA layer of the main model's 61
+    assert pred.no_evict(spec, 8000, 8000, "trtllm") < pred.no_evict(inst, 8000, 8000, "trtllm")

@@ -61,7 +61,8 @@ from ..errors import SpecError
 from ..ops import Layout
 from . import fastsim
 from .slo import Instance
-from .speculative import SpecCost
+from .kvmemory import KVSizes
+from .speculative import SpecCost, module_memory
 from .silicon_report import (  # noqa: F401 (re-exported)
     MAX_FILE_BYTES, CATEGORIES, MAX_POINTS, check_points, SUMMARY_COLUMNS, summarize, coverage, load_points, compare,
 )
@@ -224,12 +225,13 @@ class Predictor:
 
     def agg(self, p: dict) -> dict:
         inst = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
-        isl, osl, slots = p["isl"], p["osl"], self.no_evict(inst, p["isl"], p["osl"], p["engine"])
+        isl, osl = p["isl"], p["osl"]
         tokens = None
         ahead = self.ahead(p)
         if self.mtp_priced(p):  # the configuration that ran it drafted k tokens a step
             inst = self.speculative(inst, int(p["mtp"]), isl, osl)
             osl, tokens = inst.cost.steps(), osl
+        slots = self.no_evict(inst, isl, p["osl"], p["engine"])  # the MTP module's memory included
         if p.get("max_batch"):  # the configuration's cap on running requests (per attention-DP rank but SGLang's)
             cap = p["max_batch"] * (1 if p.get("engine") == "sglang" else p["layout"].ep)
             slots = cap if slots is None else min(slots, cap)
@@ -259,12 +261,12 @@ class Predictor:
             tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
                                                  self.impl_for(p.get("engine", "")))
         move = float(tr(np.array([isl]))[0])
-        slots = self.no_evict(dec, isl, osl, p["engine"])
         tokens = osl
         ahead = self.ahead(p)  # the decode worker's overlap scheduler (the prefill worker's: not simulated)
         if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
             dec = self.speculative(dec, int(p["mtp"]), isl, osl)
             osl = dec.cost.steps()
+        slots = self.no_evict(dec, isl, tokens, p["engine"])  # the MTP module's memory included
         # the benchmark's requests (sa-bench: 10 N measured, lengths drawn from [0.8 L, L]); speculative steps are
         # simulated at one length (agg's rule)
         bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=None if osl != tokens else p.get("spread"))
@@ -308,11 +310,18 @@ class Predictor:
 
     def speculative(self, inst: Instance, k: int, isl: int, osl: int):
         """The decode worker `inst` running MTP with k drafts (speculative.SpecCost, MTP_TOKENS emitted a step):
-        the same KV memory and budget, its decode steps priced as speculative iterations."""
+        the same budget, its decode steps priced as speculative iterations, and the KV memory less what the loaded
+        MTP module takes (its weights, and its layer's cache a token: speculative.module_memory)."""
         key = ("mtp", inst.serial, k, isl, osl)
         s = self.insts.get(key)
         if s is None:
             s = copy.copy(inst)
+            w, kv = module_memory(inst.model, inst.prec, inst.lay)
+            z = inst.sizes
+            if z.capacity - w * inst.lay.ep <= 0:
+                raise SpecError("silicon", None, f"does not fit: the weights and the MTP module ({z.weights + w:.4g} B "
+                                                 f"a device) leave no memory for a KV cache")
+            s.sizes = KVSizes(z.per_token + kv, z.per_seq, z.weights + w, z.capacity - w * inst.lay.ep, z.max_context)
             s.cost = SpecCost(inst, k, MTP_TOKENS[k], isl, osl)
             s.serial = next(self._serial)
             self.insts[key] = s

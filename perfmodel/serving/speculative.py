@@ -15,7 +15,8 @@ average: the accepted prefix of the drafts plus the main model's own token,
 copies of the module's; its time over the plain decode step's at the same rows and mean context scales the
 worker's decode cost (SpecCost), and a request needs ceil((OSL - 1) / E) decode iterations after its first token.
 The module's eh_proj (the 2D -> D projection of the embedding and the main model's hidden state, kept in 16 bits)
-is one more GEMM a pass. Left out: the module's two extra norms, the KV cache rewind of rejected drafts, and a
+is one more GEMM a pass. Loaded, the module takes memory from the KV cache: its weights (eh_proj and the decoder
+layer; the embedding and head are shared) and its layer's KV cache, one layer more a token (module_memory). Left out: the module's two extra norms, the KV cache rewind of rejected drafts, and a
 varying E per request."""
 from __future__ import annotations
 
@@ -53,9 +54,26 @@ def eh_proj(model, n) -> Op:
     (DeepSeek-V3 config: the MTP layer's eh_proj, D x 2D), read whole on every device."""
     D, hb = float(model.d_model), 2.0
     op = Op("mtp_eh_proj", "mtp", 1, MATMUL, flops=2.0 * n * 2.0 * D * D, w_read=2.0 * D * D * hb,
-            act_read=n * 2.0 * D * hb, act_write=n * D * hb, params=int(2 * D * D), w_stored=0.0, wfmt="bf16")
+            act_read=n * 2.0 * D * hb, act_write=n * D * hb, params=int(2 * D * D), w_stored=2.0 * D * D * hb,
+            wfmt="bf16")
     op.rows, op.gemm = float(n), (float(n), D, 1.0)
     return op
+
+
+SHARED = ("embed", "pos_embed", "lm_head")  # the module's embedding and LM head are the main model's (stored once)
+
+
+def module_memory(model, prec, lay=None) -> tuple[float, float]:
+    """What loading the MTP module adds on one device of the layout: its weight bytes (eh_proj and its decoder
+    layer, split as the main model's layers are; the embedding and LM head are the main model's: vLLM's and
+    TensorRT-LLM's MTP share them) and its KV bytes a token (its decoder layer's attention caches every token too:
+    one layer more than the main model's). DeepSeek-V3 model card: 685B on Hugging Face = 671B main model + 14B MTP
+    module, whose 14B hold the module's own copies of the embedding and head (2 x 129,280 x 7,168 = 1.85B)."""
+    ops = draft_ops(model, 1.0, 0.0, prec, lay)
+    w = sum(float(op.w_stored) * op.count for op in ops if op.name not in SHARED)
+    kv = [engine.memory(build_ops(mtp_module(model), 1.0, 1.0, S, "decode", prec, layout=lay), model, 1.0, S,
+                        prec)["kv_bytes_per_seq"] for S in (0.0, 1.0)]
+    return float(w), float(np.asarray(kv[1]) - np.asarray(kv[0]))
 
 
 def draft_ops(model, n, S, prec, lay=None, attention="fused") -> list:
