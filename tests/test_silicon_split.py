@@ -327,6 +327,27 @@ def test_tpot_is_the_time_between_tokens_also_for_a_two_token_output():
     assert pred.closed(toy, 1, 100, 4, spread=0.5)["tpot"] == pytest.approx(1e-3 + 1e-6, rel=1e-9)
 
 
+@pytest.mark.parametrize("profile", [1, silicon.PROFILE_ROUNDS])
+def test_drawn_one_token_outputs_are_left_out_of_tpot_as_the_benchmark_leaves_them_out(profile):
+    """benchmark_serving.py takes TPOT only over outputs of more than one token. Drawn from 1 ... 2 tokens (ratio
+    0.5), half the requests have one: the mean is the two-token requests' a + b, not half of it (each one-token
+    request counted as 0), over the steady window and over the whole profiling phase alike."""
+    pred = silicon.Predictor("roofline")
+    r = pred.closed(Toy(a=1e-3, b=1e-6, c=0.0), 1, 100, 2, spread=0.5, profile=profile)
+    assert r["tpot"] == pytest.approx(1e-3 + 1e-6, rel=1e-9)
+    assert r["tpot_profile"] == pytest.approx(1e-3 + 1e-6, rel=1e-9)
+
+
+def test_the_profile_mean_weighs_each_round_as_before_with_the_left_out_requests_dropped():
+    """profile_mean over n = 2 clients, one warm-up round, one measured round, a drain round, a phase of 5: head and
+    tail count once each, the measured round for the 3 middle rounds. A NaN request drops out with its weight."""
+    x = np.array([1.0, 3.0, 10.0, 20.0, 100.0, 300.0])
+    assert silicon.profile_mean(x, 2, 1, 1, 5) == pytest.approx((1 + 3 + 3 * (10 + 20) + 100 + 300) / 10)
+    x[3] = np.nan
+    assert silicon.profile_mean(x, 2, 1, 1, 5) == pytest.approx((1 + 3 + 3 * 10 + 100 + 300) / 7)
+    assert silicon.profile_mean(np.full(6, np.nan), 2, 1, 1, 5) == 0.0
+
+
 def test_drawn_prompt_and_output_lengths_are_drawn_apart_and_a_two_token_output_is_drawn_too(monkeypatch):
     """With a range ratio, prompts and outputs are each drawn from their ranges in orders of their own (a long
     prompt is not always paired with a long output); an output of 2 tokens at ratio 0.5 is drawn from 1 ... 2."""

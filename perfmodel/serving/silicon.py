@@ -89,13 +89,29 @@ def profile_mean(x, n: int, warmup: int, rounds: int, profile: int = PROFILE_ROU
     """The mean of x over AIPerf's profiling phase of `profile` x n requests, from one simulated closed loop of n
     clients that starts empty: its first `warmup` x n requests are the phase's first rounds (the burst of n
     prompts and the round it staggers), its last n the phase's last round (sent while no request follows), and
-    the `rounds` x n between them stand for every round in the middle."""
+    the `rounds` x n between them stand for every round in the middle.
+    NaN marks a request the benchmark leaves out (a one-token output's TPOT): the mean is over the others, each
+    weighted as above, and 0 when there are none (benchmark_serving.py's mean of no TPOT)."""
     x = np.asarray(x, dtype=np.float64)
     head, mid, tail = x[:warmup * n], x[warmup * n:(warmup + rounds) * n], x[(warmup + rounds) * n:]
     middle = profile - warmup - 1
-    if warmup < 1 or tail.size != n or middle < 0:  # no burst to count or no drain: the steady window alone
+    whole = warmup >= 1 and tail.size == n and middle >= 0  # else no burst to count or no drain: the steady window
+    if np.isnan(x).any():
+        w = np.ones_like(x)
+        w[warmup * n:(warmup + rounds) * n] = middle * n / mid.size if whole else 1.0
+        if not whole:
+            w[:warmup * n], w[(warmup + rounds) * n:] = 0.0, 0.0
+        ok = ~np.isnan(x) & (w > 0)
+        return float(np.sum(w[ok] * x[ok]) / np.sum(w[ok])) if ok.any() else 0.0
+    if not whole:
         return float(np.mean(mid))
     return float((np.sum(head) + middle * n * np.mean(mid) + np.sum(tail)) / (profile * n))
+
+
+def _mean(v: np.ndarray) -> float:
+    """The mean of the values that are not NaN (requests the benchmark leaves out), 0 when none is left."""
+    ok = ~np.isnan(v)
+    return float(np.mean(v)) if ok.all() else (float(np.mean(v[ok])) if ok.any() else 0.0)
 
 
 def spread_lengths(L: int, ratio: float, n: int, seed: int) -> np.ndarray:
@@ -213,10 +229,12 @@ class Predictor:
         # a prefilled request's first token reaches the client from the decode worker's first iteration with it
         # (Dynamo streams every token from the decode worker), so its wait for a place there is TTFT's ("ttft":
         # arrival at the decode worker to that iteration's end), and TPOT runs from that token to the last
-        x = {"ttft": s["first"] - s["arrival"], "stage": s["done"] - s["arrival"],
-             "tpot": (s["last"] - s["first"]) / (np.maximum(O - 1, 1) if spread is not None else max(tokens - 1, 1))}
+        tpot = (s["last"] - s["first"]) / (np.maximum(O - 1, 1) if spread is not None else max(tokens - 1, 1))
+        if spread is not None and bool((O > 1).any()):  # benchmark_serving.py: TPOT of outputs over one token only
+            tpot = np.where(O > 1, tpot, np.nan)
+        x = {"ttft": s["first"] - s["arrival"], "stage": s["done"] - s["arrival"], "tpot": tpot}
         r = self.results[key] = {
-            **{k: float(np.mean(v[w])) for k, v in x.items()},  # the steady window
+            **{k: _mean(v[w]) for k, v in x.items()},  # the steady window
             **{f"{k}_profile": profile_mean(v, n, warmup, rounds, profile) for k, v in x.items()},  # AIPerf's 20 N
             "rate": float(np.sum(held)) / span / float(np.mean(done - sent)),  # Little: L / mean time in the system
             "in_flight": float(np.sum(held)) / span,
