@@ -346,6 +346,12 @@ def test_the_profile_mean_weighs_each_round_as_before_with_the_left_out_requests
     x[3] = np.nan
     assert silicon.profile_mean(x, 2, 1, 1, 5) == pytest.approx((1 + 3 + 3 * 10 + 100 + 300) / 7)
     assert silicon.profile_mean(np.full(6, np.nan), 2, 1, 1, 5) == 0.0
+    # a phase of one round has no burst or drain to count: the measured round alone, its NaN left out, and 0 when
+    # every request of that round is left out (however many of the others are not)
+    assert silicon.profile_mean(x, 2, 1, 1, 1) == pytest.approx(10.0)
+    x[2] = np.nan
+    assert silicon.profile_mean(x, 2, 1, 1, 1) == 0.0
+    assert silicon._mean(np.array([np.nan, np.nan])) == 0.0 and silicon._mean(np.array([np.nan, 4.0])) == 4.0
 
 
 def test_drawn_prompt_and_output_lengths_are_drawn_apart_and_a_two_token_output_is_drawn_too(monkeypatch):

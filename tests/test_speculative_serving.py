@@ -311,3 +311,20 @@ def test_a_worker_running_mtp_has_less_kv_memory_by_the_module_s_weights_and_a_l
     assert spec.sizes.weights == pytest.approx(inst.sizes.weights + w, rel=1e-12)
     assert inst.sizes.per_token / kv == pytest.approx(61, rel=1e-9)  # one MLA layer of the main model's 61
     assert pred.no_evict(spec, 8000, 8000, "trtllm") < pred.no_evict(inst, 8000, 8000, "trtllm")
+
+
+def test_a_worker_whose_mtp_module_leaves_no_memory_for_a_cache_does_not_fit(monkeypatch):
+    """With the module's weights on each of the ep device groups taking all that the main weights leave, the
+    speculative worker does not fit (a result, "does not fit: ..."); half a byte left over, it fits with that."""
+    from perfmodel.ops import Layout
+
+    pred = silicon.Predictor("roofline", 1)
+    lay = Layout(tp=8, ep=8)
+    p = {"model": "deepseek-r1", "hardware": "h200", "weights": "fp8", "act": "fp8", "kv": "fp8"}
+    inst = pred.instance(p, lay, 8192)
+    C = inst.sizes.capacity
+    monkeypatch.setattr(silicon, "module_memory", lambda *a: (C / 8, 0.0))
+    with pytest.raises(SpecError, match="does not fit: the weights and the MTP module"):
+        pred.speculative(inst, 3, 1024, 1024)
+    monkeypatch.setattr(silicon, "module_memory", lambda *a: ((C - 0.5) / 8, 0.0))
+    assert pred.speculative(inst, 2, 1024, 1024).sizes.capacity == 0.5

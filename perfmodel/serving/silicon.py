@@ -229,9 +229,8 @@ class Predictor:
         # a prefilled request's first token reaches the client from the decode worker's first iteration with it
         # (Dynamo streams every token from the decode worker), so its wait for a place there is TTFT's ("ttft":
         # arrival at the decode worker to that iteration's end), and TPOT runs from that token to the last
-        tpot = (s["last"] - s["first"]) / (np.maximum(O - 1, 1) if spread is not None else max(tokens - 1, 1))
-        if spread is not None and bool((O > 1).any()):  # benchmark_serving.py: TPOT of outputs over one token only
-            tpot = np.where(O > 1, tpot, np.nan)
+        gap = np.maximum(O - 1, 1) if spread is not None else max(tokens - 1, 1)
+        tpot = np.where(O > 1, (s["last"] - s["first"]) / gap, np.nan)  # benchmark_serving.py: outputs > 1 token
         x = {"ttft": s["first"] - s["arrival"], "stage": s["done"] - s["arrival"], "tpot": tpot}
         r = self.results[key] = {
             **{k: _mean(v[w]) for k, v in x.items()},  # the steady window

@@ -69,11 +69,8 @@ def module_memory(model, prec, lay=None) -> tuple[float, float]:
     TensorRT-LLM's MTP share them) and its KV bytes a token (its decoder layer's attention caches every token too:
     one layer more than the main model's). DeepSeek-V3 model card: 685B on Hugging Face = 671B main model + 14B MTP
     module, whose 14B hold the module's own copies of the embedding and head (2 x 129,280 x 7,168 = 1.85B)."""
-    ops = draft_ops(model, 1.0, 0.0, prec, lay)
-    w = sum(float(op.w_stored) * op.count for op in ops if op.name not in SHARED)
-    kv = [engine.memory(build_ops(mtp_module(model), 1.0, 1.0, S, "decode", prec, layout=lay), model, 1.0, S,
-                        prec)["kv_bytes_per_seq"] for S in (0.0, 1.0)]
-    return float(w), float(np.asarray(kv[1]) - np.asarray(kv[0]))
+    w = sum(float(op.w_stored) * op.count for op in draft_ops(model, 1.0, 0.0, prec, lay) if op.name not in SHARED)
+    return float(w), engine.kv_growth_per_token(mtp_module(model), prec, lay)
 
 
 def draft_ops(model, n, S, prec, lay=None, attention="fused") -> list:
