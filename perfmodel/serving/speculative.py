@@ -16,8 +16,8 @@ copies of the module's; its time over the plain decode step's at the same rows a
 worker's decode cost (SpecCost), and a request needs ceil((OSL - 1) / E) decode iterations after its first token.
 The module's eh_proj (the 2D -> D projection of the embedding and the main model's hidden state, kept in 16 bits)
 is one more GEMM a pass. Loaded, the module takes memory from the KV cache: its weights (eh_proj and the decoder
-layer; the embedding and head are shared) and its layer's KV cache, one layer more a token (module_memory). Left out: the module's two extra norms, the KV cache rewind of rejected drafts, and a
-varying E per request."""
+layer; the embedding and head are shared) and its layer's KV cache, one layer more a token (module_memory).
+Left out: the module's two extra norms, the KV cache rewind of rejected drafts, and a varying E per request."""
 from __future__ import annotations
 
 import copy
