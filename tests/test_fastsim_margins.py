@@ -39,7 +39,8 @@ def test_two_requests_whose_next_blocks_miss_the_device_by_half_a_byte_preempt_t
     arr, P, O = [0.0, 0.0], [31, 31], [10, 10]
     _, ref = _reference(arr, P, O, sizes)
     got = fastsim.run(np.array(arr), np.array(P), np.array(O), sizes, fastsim.ExactCost(COST), 8, 512)
-    for a, b in (("first_token_s", "first"), ("last_token_s", "last"), ("done_s", "done"), ("preemptions", "preemptions")):
+    pairs = (("first_token_s", "first"), ("last_token_s", "last"), ("done_s", "done"), ("preemptions", "preemptions"))
+    for a, b in pairs:
         assert np.array_equal(ref[a], got[b]), a
     assert got["preempted"] == (1 if short else 0)
 
