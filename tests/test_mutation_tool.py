@@ -287,3 +287,33 @@ def test_mutants_named_in_a_file_are_run_whatever_their_ids_hold(tmp_path):
     assert mutate.only_these(ms_, [], None) == ms_
     with pytest.raises(SystemExit, match="--only-file"):
         mutate.only_these(ms_, [], tmp_path / "missing.txt")
+
+
+def test_the_scoreboard_counts_each_module_once_from_the_record_it_is_named_with(tmp_path):
+    """bench/mutation_scoreboard.py: one row per source file, its survivors classified by the document's tables,
+    the score as run over the non-equivalent mutants and with the killed since (less the code gone); a total row;
+    a file taken from two records, or from one that holds none of it, is refused, not counted twice."""
+    import json
+
+    board = _load("mutation_scoreboard")
+    outcomes = [("a1", "a.py", "killed"), ("a2", "a.py", "timeout"), ("a3", "a.py", "survived"),
+                ("a4", "a.py", "survived"), ("a5", "a.py", "survived"), ("a6", "a.py", "error"),
+                ("a7", "a.py", "equivalent"), ("b1", "b.py", "killed"), ("b2", "b.py", "survived"),
+                ("b3", "b.py", "survived")]
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps({"mutants": [{"id": i, "file": f, "outcome": o} for i, f, o in outcomes]}))
+    doc = tmp_path / "mutation.md"
+    doc.write_text("| `a3` | 1 | x | equivalent | why |\n| `a4` | 2 | x | killed since | test_a4 |\n"
+                   "| `b2` | 3 | x | went away | removed |\n| `b3` | 4 | x | accepted | a default |\n")
+    rows = board.scoreboard([board.parse_entry(f"{rec}:a.py"), board.parse_entry(f"{rec}:b.py")], doc)
+    a, b, total = rows
+    assert (a["run"], a["killed"], a["equivalent"], a["killed since"], a["unexplained"]) == (5, 2, 1, 1, 1)
+    assert a["as run"] == pytest.approx(2 / 4) and a["with the killed since"] == pytest.approx(3 / 4)
+    assert (b["run"], b["killed"], b["went away"], b["accepted"]) == (3, 1, 1, 1)
+    assert b["as run"] == pytest.approx(1 / 3) and b["with the killed since"] == pytest.approx(1 / 2)
+    assert (total["run"], total["killed"]) == (8, 3) and total["with the killed since"] == pytest.approx(4 / 6)
+    assert "| **all** |  | 8 | 3 | 1 | 1 | 1 | 1 | 1 | 42.9% | 66.7% |" in board.markdown(rows)
+    with pytest.raises(SystemExit, match="a.py: named by two records"):
+        board.scoreboard([board.parse_entry(str(rec)), board.parse_entry(f"{rec}:a.py")], doc)
+    with pytest.raises(SystemExit, match="holds no mutant of c.py"):
+        board.scoreboard([board.parse_entry(f"{rec}:c.py")], doc)
