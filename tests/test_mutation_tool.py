@@ -162,8 +162,9 @@ def test_the_fork_server_runs_each_request_on_the_code_as_it_is_on_disk_then(tmp
         server.close()
 
 
-def _project(root, calc: str, tests: dict) -> None:
-    """A project of one module, perfmodel/calc.py, and the given test files under tests/, for the coverage map."""
+def _project(root, calc: str, tests: dict) -> dict:
+    """A project of one module, perfmodel/calc.py, and the given test files under tests/: its coverage map over
+    those files, in their order."""
     pytest.importorskip("coverage", minversion="7.10")
     (root / "perfmodel").mkdir()
     (root / "perfmodel" / "__init__.py").write_text("")
@@ -171,17 +172,16 @@ def _project(root, calc: str, tests: dict) -> None:
     (root / "tests").mkdir()
     for name, text in tests.items():
         (root / "tests" / name).write_text(text)
+    return ms.build_map(root, [f"tests/{n}" for n in tests], 1, [], log=lambda _: None, imports=["perfmodel.calc"])
 
 
 def test_the_coverage_map_names_each_line_by_the_tests_that_ran_it(tmp_path):
-    _project(tmp_path, "SCALE = 2\n\ndef area(a, b):\n    return a * b\n\ndef unused():\n    return 0\n\n"
-                       "def scaled(x):\n    return SCALE * x\n",
-             {"test_calc.py": "from perfmodel.calc import area\n\ndef test_area():\n    assert area(2, 3) == 6\n\n"
-                              "def test_broken():\n    assert area(1, 1) == 2\n",
-              "test_table.py": "from perfmodel.calc import scaled\n\nROWS = scaled(3)\n\ndef test_rows():\n"
-                               "    assert ROWS == 6\n"})
-    cmap = ms.build_map(tmp_path, ["tests/test_calc.py", "tests/test_table.py"], 1, [], log=lambda _: None,
-                        imports=["perfmodel.calc"])
+    cmap = _project(tmp_path, "SCALE = 2\n\ndef area(a, b):\n    return a * b\n\ndef unused():\n    return 0\n\n"
+                              "def scaled(x):\n    return SCALE * x\n",
+                    {"test_calc.py": "from perfmodel.calc import area\n\ndef test_area():\n    assert area(2, 3) == 6\n\n"
+                                     "def test_broken():\n    assert area(1, 1) == 2\n",
+                     "test_table.py": "from perfmodel.calc import scaled\n\nROWS = scaled(3)\n\ndef test_rows():\n"
+                                      "    assert ROWS == 6\n"})
     per = cmap["lines"]["perfmodel/calc.py"]
     assert per[4] == ["tests/test_calc.py::test_area", "tests/test_calc.py::test_broken"]
     assert per[1] == [""]  # run at import only
@@ -198,14 +198,13 @@ def test_what_a_test_runs_in_a_subprocess_is_named_by_that_test(tmp_path):
     the test's: the CLI runs and Dask workers the tests start were recorded outside every test, which sent 3,221
     physics mutants to the whole suite. The map's sitecustomize names a new process by the test in its
     environment (and a forked child too: its coverage restarts without a context)."""
-    _project(tmp_path, "def in_child(x):\n    return x + 1\n",
-             {"test_procs.py": "import subprocess, sys\n\n"
-                               "def test_subprocess():\n"
-                               "    r = subprocess.run([sys.executable, '-c', 'from perfmodel.calc import in_child; "
-                               "print(in_child(1))'],\n"
-                               "                       capture_output=True, text=True)\n"
+    cmap = _project(tmp_path, "def in_child(x):\n    return x + 1\n",
+                    {"test_procs.py": "import subprocess, sys\n\n"
+                                      "def test_subprocess():\n"
+                                      "    r = subprocess.run([sys.executable, '-c', 'from perfmodel.calc import in_child; "
+                                      "print(in_child(1))'],\n"
+                                      "                       capture_output=True, text=True)\n"
                                "    assert r.stdout.strip() == '2', r.stderr\n"})
-    cmap = ms.build_map(tmp_path, ["tests/test_procs.py"], 1, [], log=lambda _: None, imports=["perfmodel.calc"])
     assert cmap["lines"]["perfmodel/calc.py"][2] == ["tests/test_procs.py::test_subprocess"]
     assert cmap["failed"] == []
 
@@ -215,13 +214,12 @@ def test_what_a_module_wide_fixture_computes_reaches_every_test_that_uses_it(tmp
     named by that test alone, so a mutant there never met the fixture's other readers (silicon.py: the serving
     table's `points`, 1 of 4 readers selected, and a clip of every request's time to 1 s survived). The fixture's
     lines now have their own context, which every test using the fixture gets."""
-    _project(tmp_path, "def table():\n    return [1, 2]\n\ndef one():\n    return 1\n",
-             {"test_wide.py": "import pytest\nfrom perfmodel.calc import table, one\n\n"
-                              "@pytest.fixture(scope='module')\ndef rows():\n    return table()\n\n"
-                              "def test_first(rows):\n    assert rows\n\n"
-                              "def test_second(rows):\n    assert rows == [1, 2]\n\n"
-                              "def test_alone():\n    assert one() == 1\n"})
-    cmap = ms.build_map(tmp_path, ["tests/test_wide.py"], 1, [], log=lambda _: None, imports=["perfmodel.calc"])
+    cmap = _project(tmp_path, "def table():\n    return [1, 2]\n\ndef one():\n    return 1\n",
+                    {"test_wide.py": "import pytest\nfrom perfmodel.calc import table, one\n\n"
+                                     "@pytest.fixture(scope='module')\ndef rows():\n    return table()\n\n"
+                                     "def test_first(rows):\n    assert rows\n\n"
+                                     "def test_second(rows):\n    assert rows == [1, 2]\n\n"
+                                     "def test_alone():\n    assert one() == 1\n"})
     assert cmap["lines"]["perfmodel/calc.py"][2] == ["fixture:tests/test_wide.py::rows"]
     assert cmap["lines"]["perfmodel/calc.py"][5] == ["tests/test_wide.py::test_alone"]  # a test's own lines stay its
     got, outside, ran = ms.select(cmap, "perfmodel/calc.py", 2, 2, set())
