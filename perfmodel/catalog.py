@@ -60,7 +60,9 @@ def _resolve(ref: str, kind: str, rel_to: Path | None = None) -> Path:
     if not p.is_file():
         hint = f"; did you mean {', '.join(near)}?" if (near := _near(ref, catalog_names(kind))) else \
             f"; run `perfmodel list {kind}`"
-        raise SpecError(ref, None, f"not a {kind} catalog name or YAML file{hint}")
+        noun = {"models": "model"}.get(kind, kind)
+        article = "an" if noun[:1] in "aeiou" else "a"
+        raise SpecError(ref, None, f"not {article} {noun} catalog name or YAML file{hint}")
     return p
 
 

@@ -299,7 +299,7 @@ def test_an_efficiency_outside_0_1_or_a_negative_overhead_exits_2_with_one_line(
 
 def test_a_bad_implementation_profile_exits_2_with_one_line(tmp_path, capsys):
     bad = write(tmp_path, "bad.yaml", "base: graphs\nlaunch: {value: -2 us, source: x}\n")
-    for argv, expect in ((["--impl", bad], "launch"), (["--impl", "nosuch"], "not a impl catalog name"),
+    for argv, expect in ((["--impl", bad], "launch"), (["--impl", "nosuch"], "not an impl catalog name"),
                          (["--impl", "eager", "--mode", "roofline"], "--impl"),
                          (["-H", "tpu-v5e"], "has no achievable-mode terms")):
         args = ["decode", "--mode", "achievable", *argv] if "--mode" not in argv else ["decode", *argv]

@@ -142,7 +142,8 @@ def test_counts_with_suffixes_work_in_sweep_ranges_and_the_python_api(capsys):
 
 def test_a_mistyped_model_name_suggests_the_catalog_names_it_resembles(capsys):
     assert main(["decode", "-m", "llama2-13b"]) == 2
-    assert "did you mean llama-2-13b" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "llama2-13b: not a model catalog name" in err and "did you mean llama-2-13b" in err
 
 
 @pytest.mark.parametrize("flag", ["-m", "--model", "--models"])
