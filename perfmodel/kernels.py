@@ -301,15 +301,61 @@ def _table_dir(root: Path, kind: str, engine: str, version: str, need: str | Non
 # (DeepGemm/CutlassFp8BlockScaledMMKernel, flat at 84-361 us whatever n from 2,048 to 16,384 at m = 64, k = 4,096):
 # those time something else than the kernel, so they price nothing (KernelSet.rejected says so).
 MAX_BLOCK_RATIO = 2.0
+# An NVFP4 GEMM reads 9/32 of a bf16 GEMM's weight bytes: at the memory-bound shapes it is faster than the bf16
+# kernel of the same device and engine (AIConfigurator 0.12.0: median 0.56x to 0.89x for vLLM and SGLang on B200,
+# B300, GB200, GB300 and RTX PRO 6000). TensorRT-LLM 1.3.0rc20's nvfp4 tables take 1.23x to 1.31x its bf16 ones on
+# the four Blackwell datacenter GPUs, flat at 20.6-23.5 us for m = 1-128 and n = 128-12,288 at k = 8,192: its
+# collector (collector/trtllm/collect_gemm.py) never enters TensorRT-LLM's autotune(), so nvfp4_gemm runs its
+# untuned fallback tactic (one 128 x 256 CUTLASS tile per CTA, no split-K), not the tactic a served model tunes.
+# A 4-bit table slower than the 16-bit one there prices nothing (KernelSet.rejected says so).
+MAX_FP4_RATIO = 1.0
 
 
 def block_ratio(block, tensor) -> float:
-    """The median time ratio of a block-scaled fp8 table to the per-tensor fp8 one (both grouped by (m, n, k), the
-    fastest kernel per shape) over their common memory-bound shapes; nan where they share none."""
+    """The median time ratio of one GEMM table to another (a block-scaled fp8 one to the per-tensor fp8 one, an
+    nvfp4 one to the bf16 one; both grouped by (m, n, k), the fastest kernel per shape) over their common
+    memory-bound shapes; nan where they share none."""
     idx = block.index.intersection(tensor.index)
     m, n, k = (idx.get_level_values(c) for c in ("m", "n", "k"))
     idx = idx[(m <= 64) & (n >= 1024) & (k >= 1024)]
     return float((block.loc[idx] / tensor.loc[idx]).median()) if len(idx) else math.nan
+
+
+def _static_fp8(ks: KernelSet, root: Path, engine: str, version: str, g, m, k, ideal) -> None:
+    """The per-tensor fp8 GEMM of a checkpoint with static activation scales, as AIConfigurator derives it.
+
+    AIConfigurator's fp8 GEMM rows time Linear.forward on a bf16 input whose fp8 weights carry no input scale, so
+    the engine quantizes the input dynamically inside the timed call (collector/trtllm/collect_gemm.py: "the
+    collected fp8 GEMM includes the compute-scale overhead. AIC derives fp8_static at query time by subtracting
+    that overhead", PR ai-dynamo/aiconfigurator#1220). Its quantize tables time that overhead per (m, k):
+    compute_scale = dynamic minus static quantization, scale_matrix = the static quantize kernel alone
+    (collector/trtllm/collect_computescale.py). A static checkpoint (ModelOpt's per-tensor FP8, the kind AIC infers
+    for a per-tensor checkpoint not marked dynamic: sdk/models/helpers.py) runs
+
+        t_static(m, n, k) = t_fp8(m, n, k) - compute_scale(m, k)               (fp8_static)
+        t_static_lp(m, n, k) = t_static(m, n, k) - scale_matrix(m, k)          (input already fp8: o_proj, down_proj)
+
+    each floored at the ideal time, as AIC's GEMM operator does (aiconfigurator-core operators/gemm.rs; the
+    low-precision inputs are sdk/models/llama.py's proj_gemm and ffn2_gemm). In TensorRT-LLM's served Llama the
+    attention output reaches o_proj in fp8 with an fp8 KV cache, and GatedMLP fuses SwiGLU with the fp8 quantize
+    (tensorrt_llm/_torch/models/modeling_llama.py, modules/gated_mlp.py). Only TensorRT-LLM's tables are derived
+    so: vLLM's collector builds its fp8 layer with Fp8Config(activation_scheme="static")
+    (collector/vllm/collect_gemm.py), so its table already times the static path, and SGLang's compute_scale
+    table is 0. No table, nothing derived."""
+    got = _table_dir(root, "quantize", engine, version, "computescale_perf.parquet")
+    if not got or not (got[0] / "scale_matrix_perf.parquet").exists():
+        return
+    cut = 0.0
+    for name, fname in (("fp8_static", "computescale_perf.parquet"), ("fp8_static_lp", "scale_matrix_perf.parquet")):
+        q = _parquet(got[0] / fname)
+        q = q[q["quant_dtype"] == "fp8"].groupby(["m", "k"])["latency"].median().reset_index()
+        if q.empty:
+            return
+        ax, v = _grid(q, ["m", "k"], np.maximum(q["latency"].to_numpy(float), 0.0) * 1e-3)
+        cut = cut + _interp(ax, v, [m, k])  # linear in the time, in log(m) and log(k); held at the grid's edge
+        t = np.maximum(g["latency"].to_numpy(float) * 1e-3 - cut, ideal)
+        ks.gemm[name] = _grid(g, ["m", "n", "k"], np.log(t / ideal))
+    ks.versions["quantize"] = got[1]
 
 
 def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
@@ -329,10 +375,18 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
                 if r > MAX_BLOCK_RATIO:
                     ks.rejected.append(f"gemm fp8_block ({r:.3g}x the per-tensor fp8 kernels' time at the same shapes)")
                     continue
+            if dt == "nvfp4" and "bfloat16" in fastest:
+                r = block_ratio(lat, fastest["bfloat16"])
+                if r > MAX_FP4_RATIO:
+                    ks.rejected.append(f"gemm nvfp4 ({r:.3g}x the bf16 kernels' time at the same shapes)")
+                    continue
             g = lat.reset_index()
             m, n, k = (g[c].to_numpy(float) for c in "mnk")
-            r = g["latency"].to_numpy(float) * 1e-3 / _ideal_gemm(hw, dt, m, n, k)
+            ideal = _ideal_gemm(hw, dt, m, n, k)
+            r = g["latency"].to_numpy(float) * 1e-3 / ideal
             ks.gemm[dt] = _grid(g, ["m", "n", "k"], np.log(r))
+            if dt == "fp8" and engine == "trtllm":
+                _static_fp8(ks, root, engine, version, g, m, k, ideal)
     got = _table_dir(root, "attention", engine, version)
     if got:
         ks.versions["attention"] = got[1]
@@ -514,7 +568,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 7  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 10  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -121,8 +121,11 @@ class _Builder:
 
     def fmt(self, group: str) -> Format:
         """The stored format of a tensor group: the one the model spec pins (weight_formats), else the
-        precision's weights format (attention, MLP, experts) or its 16-bit format (router, embeddings, head)."""
-        pinned = self.m.weight_format(group)
+        precision's weights format (attention, MLP, experts) or its 16-bit format (router, embeddings, head).
+        The attention output projection (attention_out) takes the attention's pin unless it has its own: NVIDIA's
+        DeepSeek-R1-0528-NVFP4-v2 keeps q_a, q_b, kv_a and kv_b in bf16 and quantizes only o_proj."""
+        pinned = self.m.weight_format(group) or (self.m.weight_format("attention") if group == "attention_out"
+                                                 else None)
         if pinned:
             return get_format(pinned)
         return self.hf if group in ("router", "embed", "lm_head") else self.wf
@@ -257,7 +260,7 @@ class _Builder:
                 qk.flops = qk.flops + 2.0 * M * N
             if m.attn_output_gate:  # Qwen3.5: O * sigmoid(gate), ~5 FLOP per element (sigmoid 4, multiply 1)
                 self.vector("attn_gate", g, n, M * N * H, 5, reads=2)
-        self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias or m.o_bias, fmt=fa)
+        self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias or m.o_bias, fmt=self.fmt("attention_out"))
         self.allreduce("allreduce_attn", g, n, M * D)
 
     def gdn_block(self, g, n):
@@ -291,7 +294,7 @@ class _Builder:
         core.rows = self.T  # the tokens of one sequence share its state
         # RMSNorm of each head's output (one weight of v_head_dim) times SiLU(z): 4 + 5 FLOP per element
         self.vector("gdn_norm_gate", g, n, M * Hv * dv, 9, reads=2, params=dv)
-        self.matmul("o_proj", g, n, M, Hv * dv, m.D, fmt=fa)
+        self.matmul("o_proj", g, n, M, Hv * dv, m.D, fmt=self.fmt("attention_out"))
         self.allreduce("allreduce_attn", g, n, M * m.D)
 
     def mla_block(self, g, n, W, C=None):
@@ -326,7 +329,7 @@ class _Builder:
             up.act_read = up.act_read + B * klen * dr * self.ab  # shared rope key
             self.attention_core(g, n, Wa, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False,
                                 C=C)
-        self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias or m.o_bias, fmt=fa)
+        self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias or m.o_bias, fmt=self.fmt("attention_out"))
         self.allreduce("allreduce_attn", g, n, M * D)
 
     def dsa_indexer(self, g, n, W, C):

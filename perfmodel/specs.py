@@ -32,7 +32,7 @@ _PUB_KEYS = {"value", "source", "tolerance", "excluded", "excluded_what"}
 _ACTIVE_KEYS = {"value", "source", "tolerance", "input_embedding"}
 # tensor groups whose stored format a model spec can pin (weight_formats: {experts: mxfp4}); the op list reads
 # each matmul's format from its group (docs/specs.md, Model)
-WEIGHT_GROUPS = ("attention", "mlp", "experts", "shared_expert", "router", "embed", "lm_head")
+WEIGHT_GROUPS = ("attention", "attention_out", "mlp", "experts", "shared_expert", "router", "embed", "lm_head")
 LAYER_KINDS = "GLRC"  # global, local (sliding window), linear attention / SSM, chunked local attention
 QK_NORMS = ("rmsnorm", "l2", "rmsnorm_full")
 _GDN_KEYS = {"n_k_heads", "n_v_heads", "k_head_dim", "v_head_dim", "conv_kernel", "state_format"}

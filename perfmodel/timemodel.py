@@ -404,6 +404,9 @@ class TimeModel:
 # the weights' format family
 _GEMM_DTYPE = {16: "bfloat16", 8: "fp8", 4: "nvfp4"}
 _A2A_DTYPE = {"fp4": "nvfp4", "fp8": "fp8"}  # the dispatched payload: quantized before the all-to-all (TensorRT-LLM's post-quant dispatch)
+# GEMMs whose input arrives already in fp8 under static per-tensor scales, as AIConfigurator prices them
+# (sdk/models/llama.py: low_precision_input on proj_gemm and ffn2_gemm): no quantize kernel of their own
+_FP8_INPUT = frozenset({"o_proj", "mlp_down"})
 _MOE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int4": "int4_wo", "fp4": "w4a16_mxfp4"}
 
 
@@ -443,9 +446,16 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
         return None
     rows = np.asarray(rows, float)
     k = np.asarray(op.flops, float) / (2.0 * np.maximum(rows, 1e-30) * cols)
-    # fp8: block-scaled weights (fp8-b128) take the block-scaled kernels' table, per-tensor the per-tensor one;
-    # each falls back to the other where its own has no entry for the device
-    order = [dt] if dt != "fp8" else ["fp8_block", "fp8"] if wf.name == "fp8-b128" else ["fp8", "fp8_block"]
+    # fp8: block-scaled weights (fp8-b128) take the block-scaled kernels' table, per-tensor the per-tensor one
+    # with static activation scales (kernels._static_fp8: the measured dynamic-quantization overhead taken out,
+    # and the static quantize kernel too where the input arrives in fp8); each falls back to the next where its
+    # own has no entry for the device
+    if dt != "fp8":
+        order = [dt]
+    elif wf.name == "fp8-b128":
+        order = ["fp8_block", "fp8"]
+    else:
+        order = ["fp8_static_lp" if op.name in _FP8_INPUT else "fp8_static", "fp8", "fp8_block"]
     r = None
     for name in order:
         r = ks.gemm_ratio(name, rows, cols, k)

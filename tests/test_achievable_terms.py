@@ -340,9 +340,9 @@ def test_an_fp8_gemm_without_a_per_tensor_table_takes_the_block_scaled_one():
     from perfmodel.timemodel import _measured_gemm
 
     w, a, *_ = Precision("fp8", "fp8").formats()
-    rec = Recorder(1.7, missing={"fp8"})
+    rec = Recorder(1.7, missing={"fp8_static", "fp8"})
     assert _measured_gemm(rec, _first("gemm", prec=Precision("fp8", "fp8")), w, a, H100) == (1.7, H100.peak("fp8"))
-    assert [c[1] for c in rec.calls] == ["fp8", "fp8_block"]
+    assert [c[1] for c in rec.calls] == ["fp8_static", "fp8", "fp8_block"]
 
 
 def test_block_scaled_fp8_weights_take_the_block_scaled_table_first_and_per_tensor_fp8_the_per_tensor_one():
@@ -350,16 +350,32 @@ def test_block_scaled_fp8_weights_take_the_block_scaled_table_first_and_per_tens
     GEMMs, a table of its own (AIConfigurator's fp8_block); each order falls back to the other table."""
     from perfmodel.timemodel import _measured_gemm
 
-    for wname, first in (("fp8-b128", "fp8_block"), ("fp8", "fp8")):
+    for wname, order in (("fp8-b128", ["fp8_block", "fp8"]), ("fp8", ["fp8_static", "fp8", "fp8_block"])):
         prec = Precision(wname, "fp8")
         w, a, *_ = prec.formats()
         op = _first("gemm", prec=prec)
-        rec = Recorder(1.3)
-        assert _measured_gemm(rec, op, w, a, H100) == (1.3, H100.peak("fp8"))
-        assert [c[1] for c in rec.calls] == [first]
-        rec = Recorder(1.3, missing={first})
-        assert _measured_gemm(rec, op, w, a, H100) == (1.3, H100.peak("fp8"))
-        assert [c[1] for c in rec.calls] == [first, {"fp8": "fp8_block", "fp8_block": "fp8"}[first]]
+        assert op.name not in ("o_proj", "mlp_down")
+        for i in range(len(order)):  # each table missing in turn: the next one answers
+            rec = Recorder(1.3, missing=set(order[:i]))
+            assert _measured_gemm(rec, op, w, a, H100) == (1.3, H100.peak("fp8"))
+            assert [c[1] for c in rec.calls] == order[: i + 1]
+
+
+def test_a_per_tensor_fp8_gemm_fed_an_fp8_input_takes_the_table_without_its_quantize_kernel():
+    """Static per-tensor fp8 (ModelOpt's checkpoints): o_proj and the MLP's down projection receive their input in
+    fp8 (AIConfigurator's low_precision_input), so they take fp8_static_lp; the others fp8_static."""
+    from perfmodel.timemodel import _measured_gemm
+
+    prec = Precision("fp8", "fp8")
+    w, a, *_ = prec.formats()
+    seen = {}
+    for op in build_ops(load_model("llama-3.1-8b"), 4.0, 1.0, 512.0, "decode", prec):
+        if op.name in ("qkv_proj", "o_proj", "mlp_up_gate", "mlp_down"):
+            rec = Recorder(1.2)
+            _measured_gemm(rec, op, w, a, H100)
+            seen[op.name] = rec.calls[0][1]
+    assert seen == {"qkv_proj": "fp8_static", "o_proj": "fp8_static_lp", "mlp_up_gate": "fp8_static",
+                    "mlp_down": "fp8_static_lp"}
 
 
 @pytest.mark.parametrize("act", ["fp8", "bf16"])

@@ -198,11 +198,31 @@ def test_a_pinned_format_wins_over_the_precision_and_can_be_unset_from_the_comma
     m = pm.load_model("gpt-oss-20b")
     ops = ops_of(m, prec=Precision(weights="fp8"))
     fmts = {o.name: o.wfmt for o in ops if o.params}
-    assert fmts["expert_up_gate"] == "mxfp4" and fmts["qkv_proj"] == "fp8"
+    assert fmts["expert_up_gate"] == "mxfp4" and fmts["qkv_proj"] == fmts["o_proj"] == "bf16"
     unpinned = pm.load_model("gpt-oss-20b", {"weight_formats": None})
     assert unpinned.weight_formats == () and param_count(unpinned) == param_count(m)
+    fmts = {o.name: o.wfmt for o in ops_of(unpinned, prec=Precision(weights="fp8")) if o.params}
+    assert fmts["expert_up_gate"] == fmts["qkv_proj"] == "fp8"
     assert main(["show", "gpt-oss-20b", "--set", "weight_formats.experts=int4", "--format", "json"]) == 0
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "deepseek-r1", "qwen3.5-397b-a17b", "gpt-oss-120b", "glm-5"])
+def test_the_output_projection_follows_the_attention_pin_unless_it_has_its_own(name):
+    """attention_out (o_proj) takes the attention's pinned format, and a pin of its own moves o_proj alone:
+    DeepSeek-R1-0528-NVFP4-v2 stores q_a, q_b, kv_a, kv_b in bf16 and o_proj in NVFP4 (GQA, MLA, linear attention
+    and DSA models alike)."""
+    prec = Precision(weights="nvfp4", act="fp4")
+    base = {o.name: o.wfmt for o in ops_of(pm.load_model(name, {"weight_formats": None}), prec=prec) if o.params}
+    att = {o.name: o.wfmt for o in ops_of(pm.load_model(name, {"weight_formats": {"attention": "bf16"}}), prec=prec)
+           if o.params}
+    out = {o.name: o.wfmt for o in ops_of(pm.load_model(name, {"weight_formats": {"attention_out": "fp8"}}), prec=prec)
+           if o.params}
+    assert base["o_proj"] == "nvfp4" and att["o_proj"] == "bf16" and out["o_proj"] == "fp8"
+    assert {k: v for k, v in out.items() if k != "o_proj"} == {k: v for k, v in base.items() if k != "o_proj"}
+    moved = {k for k in base if att[k] != base[k]}
+    assert "o_proj" in moved and all(att[k] == "bf16" for k in moved)
+    assert not moved & {"expert_up_gate", "expert_down", "mlp_up_gate", "mlp_down", "shared_expert_up_gate"}
 
 
 # ---------------------------------------------------------------- formats: nvfp4 and fp6 bookkeeping

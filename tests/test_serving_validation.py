@@ -11,8 +11,9 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.cli import main
-from perfmodel.ops import Layout
+from perfmodel.ops import Layout, Precision
 from perfmodel.serving import silicon, silicon_plan
+from perfmodel.serving.speculative import module_memory
 
 
 @pytest.fixture(scope="module")
@@ -529,13 +530,37 @@ def test_a_row_that_ran_a_requantized_checkpoint_prices_the_experts_in_the_row_s
     rows = sample[sample["model_path"] == "moonshotai/Kimi-K2.5"]
     by = {p["id"]: p for p in silicon.plan(rows) if p["status"] == "ok"}
     quant = dict(zip(rows["id"], rows["moe_quant_mode"]))
-    assert {p.get("experts") for i, p in by.items() if quant[i] == "nvfp4"} == {"nvfp4"}
-    assert {p.get("experts") for i, p in by.items() if quant[i] == "int4_wo"} == {None}
+    pins = {i: dict(p.get("pins", ())) for i, p in by.items()}
+    assert {pins[i].get("experts") for i in by if quant[i] == "nvfp4"} == {"nvfp4"}
+    assert {pins[i].get("experts") for i in by if quant[i] == "int4_wo"} == {None}
     plans = list(by.values())
     # the instance builds its model with the row's experts
-    p = next(p for p in plans if p.get("experts") == "nvfp4" and p["engine"] == "vllm")
+    p = next(p for p in plans if dict(p.get("pins", ())).get("experts") == "nvfp4" and p["engine"] == "vllm")
     inst = silicon.Predictor("roofline").instance(p, p["layout"], 8192)
     assert inst.model.weight_format("experts") == "nvfp4"
+
+
+def test_an_nvfp4_row_keeps_out_of_nvfp4_the_layers_its_checkpoint_keeps_out(sample):
+    """NVIDIA's NVFP4 checkpoints exclude layers from NVFP4 (silicon_plan.NVFP4_KEPT): DeepSeek-R1-0528-NVFP4-v2
+    keeps q_a, q_b, kv_a and kv_b in bf16 and quantizes o_proj; Qwen3.5's keeps all attention and the shared
+    experts bf16; Kimi-K2.5's quantizes the dense layer and shared experts that moonshotai's INT4 keeps bf16.
+    Rows in other formats keep the catalog model's formats."""
+    r1, kimi = pm.load_model("deepseek-r1"), pm.load_model("kimi-k2.5")
+    fp4 = {"model_path": "deepseek-ai/DeepSeek-R1", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}
+    assert silicon.checkpoint_pins(r1, fp4, "nvfp4") == (("attention", "bf16"), ("attention_out", "nvfp4"))
+    assert silicon.checkpoint_pins(r1, dict(fp4, gemm_quant_mode="fp8_block"), "fp8_block") == ()
+    k = dict(silicon.checkpoint_pins(kimi, dict(fp4, model_path="moonshotai/Kimi-K2.5"), "nvfp4"))
+    assert k == {"attention": "bf16", "mlp": "nvfp4", "shared_expert": "nvfp4", "experts": "nvfp4"}
+    rows = sample[(sample["model_path"] == "deepseek-ai/DeepSeek-R1") & (sample["gemm_quant_mode"] == "nvfp4")]
+    p = next(p for p in silicon.plan(rows.head(20)) if p["status"] == "ok")
+    inst = silicon.Predictor("roofline").instance(p, p["layout"], 8192)
+    m = inst.model
+    assert (m.weight_format("attention"), m.weight_format("attention_out")) == ("bf16", "nvfp4")
+    from perfmodel.ops import build_ops
+
+    fmts = {op.name: op.wfmt for op in build_ops(m, 1.0, 1.0, 128.0, "decode", inst.prec) if op.params}
+    assert fmts["q_a_proj"] == fmts["q_b_proj"] == fmts["kv_a_proj"] == "bf16"
+    assert fmts["o_proj"] == "nvfp4" and fmts["shared_expert_up_gate"] == "nvfp4"
 
 
 def test_a_point_s_concurrency_band_has_every_client_count_in_exactly_one_band_from_one_client_up():
@@ -585,3 +610,21 @@ def test_a_disaggregated_point_of_one_output_token_has_no_decode_stage(sample, m
     two = pred(dict(p, isl=512, osl=2, concurrency=4, spread=None))  # two: the decode worker makes the second
     assert not math.isnan(two["tpot_s"]) and two["ttft_s"] > r["ttft_s"]  # both tokens in its first response
     assert (True, 1) in seen and (True, None) in seen  # the split's search simulates the decode worker too
+
+
+def test_deepseek_r1_nvfp4_v2_s_pins_give_the_checkpoint_s_size_on_disk():
+    """nvidia/DeepSeek-R1-0528-NVFP4-v2 is 413,340,567,567 B on disk (github.com/edwardsp/blobcache's benchmark
+    results: `models/nvidia_DeepSeek-R1-0528-NVFP4-v2/ (350 files, 413,340,567,567 B)`). The op list's weights with
+    its pins (q_a, q_b, kv_a, kv_b bf16; o_proj, MLPs and experts NVFP4 at 4.5 bits; embedding, router and head
+    bf16), plus its MTP layer in bf16 with the module's own embedding and head copies, come within 0.05% (the rest
+    is safetensors headers, per-tensor fp32 scales and the tokenizer); fp8 q/kv would be 1% short."""
+    pins = dict(silicon.NVFP4_KEPT["deepseek-ai/DeepSeek-R1"])
+    w = pm.weights("deepseek-r1", weights_dtype="nvfp4", act_dtype="fp4",
+                   sets={f"weight_formats.{g}": f for g, f in pins.items()})
+    m = pm.load_model("deepseek-r1")
+    mtp = module_memory(m, Precision("bf16", "bf16", "bf16"))[0] + 2 * m.V * m.D * 2.0
+    total = float(np.sum(w["weight_bytes"])) + mtp
+    assert total == pytest.approx(413_340_567_567, rel=5e-4)
+    q_kv = sum(p for c, f, p in zip(w["component"], w["format"], w["params"]) if c == "attention" and f == "bf16")
+    assert q_kv == 61 * (7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256)
+    assert total - q_kv * 1.0 < 413_340_567_567 * 0.99  # stored in fp8 they would not make the size

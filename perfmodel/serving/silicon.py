@@ -69,6 +69,7 @@ from .silicon_report import (  # noqa: F401 (re-exported)
 
 from .silicon_plan import (  # noqa: F401 (re-exported)
     DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, BLOCK_FP8, weights_format, experts_format,
+    checkpoint_pins, NVFP4_KEPT,
     budget, worker_budget, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num, agg_parallel,
     agg_speculative, MTP_PRICED,
 )
@@ -160,11 +161,11 @@ class Predictor:
         from .. import api
 
         impl = self.impl_for(p.get("engine", ""))
-        ex = p.get("experts")  # the row's checkpoint pins the experts to another format (silicon_plan.experts_format)
-        key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], ex, lay, budget, getattr(impl, "key", None))
+        pins = tuple(p.get("pins", ()))  # the row's checkpoint pins tensor groups (silicon_plan.checkpoint_pins)
+        key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], pins, lay, budget, getattr(impl, "key", None))
         inst = self.insts.get(key)
         if inst is None:
-            (m,), (hw,) = api.specs(p["model"], p["hardware"], {"weight_formats.experts": ex} if ex else None)
+            (m,), (hw,) = api.specs(p["model"], p["hardware"], {f"weight_formats.{g}": f for g, f in pins} or None)
             prec = api._prec(p["weights"], p["kv"], p["act"])
             inst = self.insts[key] = Instance(m, hw, prec, lay, self.mode, impl, self.quantum, budget, None,
                                               self.block)
@@ -493,7 +494,8 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                  "band": _band(p["concurrency"]) if p.get("concurrency") else "", "mode": mode,
                  "model": p.get("model", ""), "hardware": p.get("hardware", ""),
                  "precision": ("/".join(p[k] for k in ("weights", "act", "kv"))
-                               + (f" (experts {p['experts']})" if p.get("experts") else "")) if "weights" in p else "",
+                               + (" (" + ", ".join(f"{g} {f}" for g, f in p["pins"]) + ")" if p.get("pins") else ""))
+                              if "weights" in p else "",
                  "layout": _lay(p), "measured_ttft_ms": float(src["silicon_ttft_ms"]),
                  "measured_tpot_ms": float(src["silicon_tpot_ms"]), "predicted_ttft_ms": math.nan,
                  "predicted_tpot_ms": math.nan, "request_rate": math.nan, "in_flight": math.nan,

@@ -59,6 +59,44 @@ BLOCK_FP8 = frozenset({"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qw
                        "MiniMaxAI/MiniMax-M2.5"})
 
 
+# The layers NVIDIA's NVFP4 checkpoints keep out of NVFP4 (their hf_quant_config.json exclude_modules; stored bf16),
+# for the checkpoints the sample's nvfp4 rows ran. Verbatim copies of the configs are vendored in
+# ai-dynamo/aiconfigurator @095f58a (aic-core/src/aiconfigurator_core/model_configs/nvidia--<name>_*.json).
+# - DeepSeek-R1: InferenceX's fp4 runs name nvidia/DeepSeek-R1-0528-FP4-V2 (= -NVFP4-v2) from November 2025 on (the
+#   DeepSeek-V3 rows are the same dsr1 runs). Its model card: "Compared to nvidia/DeepSeek-R1-0528-FP4, this
+#   checkpoint additionally quantizes the wo module in attention layers"; the first checkpoint excludes every
+#   model.layers.N.self_attn*. So q_a, q_b, kv_a and kv_b stay bf16 and o_proj is NVFP4, as in
+#   nvidia/DeepSeek-V3.1-NVFP4's exclude_modules (q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj per layer).
+#   bf16, not fp8: NVIDIA's export (Model-Optimizer examples/deepseek/quantize_to_nvfp4.py) dequantizes the FP8
+#   checkpoint to bf16 and writes the excluded weights so; the v2 folder is 413,340,567,567 B, which bf16 q/kv
+#   and a bf16 MTP layer give to 0.01% (fp8 q/kv: 409.05 GB). Its MTP layer (model.layers.61*) is bf16 too.
+# - nvidia/DeepSeek-R1-NVFP4 (ModelOpt 0.23): the attention projections are bf16 (NVIDIA/Model-Optimizer#150).
+# - nvidia/GLM-5-NVFP4: q_a, q_b, kv_a, kv_b, the indexer and o_proj of every layer excluded.
+# - nvidia/MiniMax-M2.5-NVFP4: model.layers.N.self_attn* and the router gates excluded.
+# - nvidia/Qwen3.5-397B-A17B-NVFP4: only the routed experts are NVFP4 (its 184 exclusions: every linear- and
+#   full-attention layer, the shared experts and their gates, the MTP layer, lm_head).
+# - nvidia/Kimi-K2.5-NVFP4 (config.json ignore): language_model.model.layers.N.self_attn* and lm_head; its dense
+#   layer 0 and shared experts are NVFP4 (where moonshotai's INT4 checkpoint, the catalog's, keeps them bf16).
+_V2 = (("attention", "bf16"), ("attention_out", "nvfp4"))
+NVFP4_KEPT = {"deepseek-ai/DeepSeek-R1": _V2, "deepseek-ai/DeepSeek-V3": _V2, "nvidia/DeepSeek-V3.1-NVFP4": _V2,
+              "nvidia/DeepSeek-R1-NVFP4": (("attention", "bf16"),),
+              "zhipuai/GLM-5": (("attention", "bf16"),),
+              "MiniMaxAI/MiniMax-M2.5": (("attention", "bf16"),),
+              "Qwen/Qwen3.5-397B-A17B": (("attention", "bf16"), ("shared_expert", "bf16")),
+              "moonshotai/Kimi-K2.5": (("attention", "bf16"), ("mlp", "nvfp4"), ("shared_expert", "nvfp4"))}
+
+
+def checkpoint_pins(model, row, q: str) -> tuple:
+    """The (tensor group, format) pins of the checkpoint a row ran where it differs from the catalog model's: the
+    layers an NVFP4 checkpoint keeps out of NVFP4 (NVFP4_KEPT), and the routed experts of a re-quantized one
+    (experts_format). Empty: the model's formats as they are."""
+    pins = dict(NVFP4_KEPT.get(row.get("model_path"), ())) if PRECISION.get(q, ("",))[0] == "nvfp4" else {}
+    ex = experts_format(model, row)
+    if ex:
+        pins["experts"] = ex
+    return tuple(sorted(pins.items()))
+
+
 def weights_format(row, wts: str) -> str:
     """A fp8 row's weight format: fp8-b128 (block-scaled, formats.py) where the row's GEMM or MoE quant mode is
     fp8_block, as AIConfigurator records it, or where the row says fp8 of a checkpoint that is stored block-scaled
@@ -278,9 +316,9 @@ def plan(df, recipes=None) -> list[dict]:
             act = "bf16"
             r["assumed"] = "; ".join(x for x in (r["assumed"], f"{dev} has no fp4 tensor cores: fp4 weights with bf16 "
                                                  "activations (W4A16, as the engines run them there)") if x)
-        ex = experts_format(m, row)
-        if ex:
-            r["experts"] = ex
+        pins = checkpoint_pins(m, row, q)
+        if pins:
+            r["pins"] = pins
         r.update(model=name, hardware=dev, weights=wts, act=act, kv=kv,
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
                  budget=budget(row["backend"], hw))
