@@ -186,7 +186,7 @@ def kernels_note(hw, im) -> str:
                 f"the GPU, {im.step_overhead * 1e3:.3g} ms + {im.step_per_seq * 1e6:.3g} us per sequence not")
     if ks is not None:
         kinds = ", ".join(ks.kinds())
-        left = f"; not used: {', '.join(ks.rejected)}" if ks.rejected else ""
+        left = f"; not used as measured: {', '.join(ks.rejected)}" if ks.rejected else ""
         return (f"#   {hw.key}: measured kernels from {ks.source} ({kinds}) price the ops they cover; measured_share is "
                 f"their share of the device time, the rest is the datasheet model above{left}{host}")
     if im.engine and im.kernel_tables == "auto":
