@@ -27,27 +27,20 @@ from __future__ import annotations
 import csv
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .errors import SpecError
 from .interp import _grid, _interp
+from .kernel_set import (  # noqa: F401 (re-exported: the tables' kinds, their ideal times)
+    MOE_DISTRIBUTION, _BYTES, _PEAK, KernelSet, _over_tokens, _ideal_gemm, _ideal_attn, _ideal_mla, _touched, _ideal_moe,
+)
 
 # perfmodel hardware name -> AIConfigurator system directory (aiconfigurator_core/systems/data/<dir>)
 SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "b300": "b300_sxm", "gb200": "gb200",
            "gb300": "gb300", "a100-80gb-sxm": "a100_sxm", "l40s": "l40s", "h100-pcie": "h100_pcie", "l4": "l4"}
 ENGINES = ("vllm", "sglang", "trtllm")
-# AIConfigurator's MoE tables are measured over balanced routing and power-law token-to-expert counts;
-# its models use power_law with alpha 1.01 (aiconfigurator_core/sdk/models/deepseek.py: _power_law_alpha = 1.01)
-MOE_DISTRIBUTION = "power_law_1.01"
-# bytes per element of a table's dtype (the weights for GEMM and MoE, the cache for attention)
-_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int4_wo": 0.5, "w4a16_mxfp4": 0.53125,
-          "nvfp4": 0.5625, "w4afp8": 0.5}
-# which datasheet peak a table dtype computes at
-_PEAK = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "bf16",
-         "w4a16_mxfp4": "bf16", "nvfp4": "fp4", "w4afp8": "fp8"}
 
 
 def aic_dir() -> Path | None:
@@ -80,198 +73,6 @@ def pick_version(have: list[str], want: str) -> str | None:
         return want
     older = [v for v in have if _vkey(v) <= _vkey(want)]
     return max(older, key=_vkey) if older else min(have, key=_vkey)
-
-
-@dataclass
-class KernelSet:
-    """The measured tables of one device (and engine version): log r grids per kind, built at load."""
-
-    source: str  # e.g. "AIConfigurator 0.12.0 h100_sxm vllm 0.24.0" or a results.csv path
-    gemm: dict = field(default_factory=dict)  # table dtype -> (axes [m, n, k], log r)
-    gen_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, L], log r)}
-    ctx_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, S], log r)}
-    moe: dict = field(default_factory=dict)  # dtype -> {(h, I, topk, E, tp, ep): (axes [tokens], log r)}
-    mla_gen: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, keys], log r)
-    mla_ctx: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, tokens], log r)
-    allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
-    alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
-    # TensorRT-LLM's NVLink all-to-all on a multi-node-NVLink rack (_load_nvlink_alltoall):
-    # (phase, payload dtype, hidden, topk, E, ep) -> (tokens per rank, seconds)
-    alltoall_ep: dict = field(default_factory=dict)
-    versions: dict = field(default_factory=dict)  # kind -> the version directory read
-    rejected: list = field(default_factory=list)  # tables read and not used as measured, and why (block_ratio)
-    # the nearest measured shape per query (moe_ratio, alltoall_time): a scan of every key, ~9 ms a call on the
-    # MoE tables, asked again for every step the serving simulator prices; the tables never change after load
-    _near: dict = field(default_factory=dict, repr=False, compare=False)
-
-    # -- lookups: r (>= 1 after the caller's max) or None where nothing covers the shape ---------------------
-    def gemm_ratio(self, dtype: str, m, n, k):
-        t = self.gemm.get(dtype)
-        if t is None:
-            return None
-        return np.exp(_interp(t[0], t[1], [m, n, k]))
-
-    def _nearest(self, table: dict, key: tuple):
-        """The measured head shape nearest to `key` in log distance (same head dim), or None."""
-        best, dist = None, math.inf
-        for kk in table:
-            if kk[2] != key[2]:
-                continue
-            d = abs(math.log(kk[0] / key[0])) + abs(math.log(kk[1] / key[1]))
-            if d < dist:
-                best, dist = kk, d
-        return best
-
-    def attn_ratio(self, phase: str, kv_dtype: str, heads: tuple, B, L):
-        tables = (self.gen_attn if phase == "generation" else self.ctx_attn).get(kv_dtype)
-        if not tables or min(heads) <= 0:
-            return None
-        key = self._nearest(tables, heads)
-        if key is None:
-            return None
-        ax, v = tables[key]
-        return np.exp(_interp(ax, v, [B, L]))
-
-    def mla_ratio(self, phase: str, kv_dtype: str, heads, B, L):
-        """r of DeepSeek-style MLA attention (the absorbed decode kernel over the 576-wide latent cache, or the
-        prefill kernel over decompressed 192/128-wide heads) at heads per device, batch and length, or None."""
-        t = (self.mla_gen if phase == "generation" else self.mla_ctx).get(kv_dtype)
-        if t is None:
-            return None
-        return np.exp(_interp(t[0], t[1], [heads, B, L]))
-
-    def moe_ratio(self, dtypes, shape: tuple, tokens):
-        """r of the fused MoE kernel at the measured shape nearest to `shape` (D, d_ff, top-k, experts, tp, ep) in
-        log distance, over the tables of `dtypes` (a name or a list in order of preference: on equal distance the
-        first wins), interpolated over tokens; None without a table. The kernel is the engine's for that weight
-        format, so the format whose measured shape is nearest is the one the model's checkpoint runs."""
-        h, inter, topk, E, tp, ep = shape
-        memo = ("moe", dtypes if isinstance(dtypes, str) else tuple(dtypes), tuple(shape))
-        if memo in self._near:
-            best = self._near[memo]
-        else:
-            best, dist = None, math.inf
-            for dt in ([dtypes] if isinstance(dtypes, str) else dtypes):
-                for kk in self.moe.get(dt, ()):
-                    d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
-                         + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
-                    if d < dist - 1e-12:
-                        best, dist = (dt, kk), d
-            self._near[memo] = best
-        if best is None:
-            return None
-        ax, v = self.moe[best[0]][best[1]]
-        return np.exp(_interp(ax, v, [tokens]))
-
-    def allreduce_time(self, p: int, nbytes):
-        t = self.allreduce.get(int(p))
-        if t is None:
-            return None
-        sizes, secs = t
-        x = np.clip(np.asarray(nbytes, float), sizes[0], None)
-        lt = np.interp(np.log(x), np.log(sizes), np.log(secs))
-        # beyond the largest message the time grows with the bytes (bandwidth-bound)
-        return np.exp(lt) * np.maximum(1.0, x / sizes[-1])
-
-    def alltoall_time(self, phase: str, hidden: float, topk: float, E: float, nodes: int, tokens):
-        """DeepEP dispatch or combine (the faster of its low-latency and high-throughput kernels, as engines pick
-        per phase) at the measured shape nearest in log distance, interpolated over tokens per rank; None if
-        nothing of that phase and node count is measured."""
-        best, dist = None, math.inf
-        for kk in self.alltoall:
-            if kk[0] != phase or kk[4] != nodes:
-                continue
-            d = abs(math.log(kk[1] / hidden)) + abs(math.log(kk[2] / topk)) + abs(math.log(kk[3] / E))
-            if d < dist:
-                best, dist = kk, d
-        if best is None:
-            return None
-        return _over_tokens(*self.alltoall[best], tokens)
-
-    def alltoall_ep_time(self, phase: str, dtype: str, hidden: float, topk: float, E: float, ep: int, tokens):
-        """TensorRT-LLM's NVLink dispatch or combine (_load_nvlink_alltoall) at the measured shape nearest in log
-        distance (the EP size weighted 4x: it sets the peers a token goes to), interpolated over tokens per rank;
-        None where nothing of that phase and payload format is measured."""
-        memo = ("a2a_ep", phase, dtype, hidden, topk, E, ep)
-        if memo in self._near:
-            best = self._near[memo]
-        else:
-            best, dist = None, math.inf
-            for kk in self.alltoall_ep:
-                if kk[0] != phase or kk[1] != dtype:
-                    continue
-                d = (abs(math.log(kk[2] / hidden)) + abs(math.log(kk[3] / topk)) + abs(math.log(kk[4] / E))
-                     + 4 * abs(math.log(kk[5] / ep)))
-                if d < dist:
-                    best, dist = kk, d
-            self._near[memo] = best
-        if best is None:
-            return None
-        return _over_tokens(*self.alltoall_ep[best], tokens)
-
-    def kinds(self) -> list[str]:
-        """The kinds of kernel measured, as 'kind version'."""
-        out = []
-        for k, v in (("gemm", "gemm"), ("gen_attn", "attention"), ("ctx_attn", "attention"), ("mla_gen", "mla"),
-                     ("mla_ctx", "mla"), ("moe", "moe"),
-                     ("allreduce", "allreduce"), ("alltoall", "alltoall"), ("alltoall_ep", "alltoall_ep")):
-            if getattr(self, k):
-                out.append(f"{k} {self.versions.get(v, '')}".strip())
-        return out
-
-
-def _over_tokens(x, t, tokens):
-    """A measured all-to-all time interpolated log-log over tokens per rank; beyond the largest batch it grows with
-    the bytes (bandwidth-bound, linear)."""
-    q = np.clip(np.asarray(tokens, float), x[0], None)
-    return np.exp(np.interp(np.log(q), np.log(x), np.log(t))) * np.maximum(1.0, q / x[-1])
-
-
-# ---------------------------------------------------------------- ideal (datasheet) times of table rows
-def _ideal_gemm(hw, dtype, m, n, k):
-    wb = _BYTES[dtype]
-    ab = {"fp8": 1.0, "fp4": _BYTES["nvfp4"]}.get(_PEAK[dtype], 2.0)  # activations in the compute format
-    flops = 2.0 * m * n * k
-    byts = m * k * ab + k * n * wb + m * n * 2.0  # A, W read; C written in 16 bits
-    return np.maximum(flops / hw.peak(_PEAK[dtype]), byts / hw.memory_bandwidth)
-
-
-def _ideal_attn(hw, phase, kvb, B, L, Nq, Nkv, hd):
-    if phase == "generation":  # one query per sequence over L keys
-        flops = 4.0 * B * Nq * hd * L
-        byts = B * L * 2.0 * Nkv * hd * kvb + B * 2.0 * Nq * hd * 2.0
-    else:  # causal self-attention over L tokens
-        flops = 4.0 * B * Nq * hd * L * (L + 1) / 2.0
-        byts = B * L * (2.0 * Nkv * hd * kvb + 2.0 * Nq * hd * 2.0)
-    return np.maximum(flops / hw.peak("bf16"), byts / hw.memory_bandwidth)
-
-
-# DeepSeek-V3's MLA (config.json): kv_lora_rank 512 + qk_rope_head_dim 64 cached per token, qk_nope_head_dim 128,
-# v_head_dim 128; the tables measure this shape (AIConfigurator collects MLA for DeepSeek-V3 only)
-_MLA_LATENT, _MLA_QK, _MLA_V = 576, 192, 128
-
-
-def _ideal_mla(hw, phase, kvb, heads, B, L):
-    if phase == "generation":  # absorbed: QK over the 576-wide latent, AV over its 512-wide part
-        flops = 2.0 * B * heads * L * (_MLA_LATENT + _MLA_LATENT - 64)
-        byts = B * L * _MLA_LATENT * kvb
-    else:  # prefill over decompressed heads, causal
-        flops = 2.0 * B * heads * L * (L + 1) / 2.0 * (_MLA_QK + _MLA_V)
-        byts = B * L * heads * (2 * _MLA_QK + 2 * _MLA_V) * 2.0
-    return np.maximum(flops / hw.peak("bf16"), byts / hw.memory_bandwidth)
-
-
-def _touched(E, k, tokens):
-    """Expected experts reached by `tokens` tokens choosing k of E uniformly (ops._touched's law)."""
-    return E * (1.0 - (1.0 - k / E) ** tokens)
-
-
-def _ideal_moe(hw, dtype, tokens, h, inter, topk, E, tp, ep):
-    I = inter / tp
-    flops = 2.0 * tokens * topk * h * 3.0 * I / ep
-    w = _touched(E, topk, tokens) / ep * 3.0 * h * I * _BYTES[dtype]
-    act = tokens * topk / ep * (h * 2.0 + h * 2.0)
-    return np.maximum(flops / hw.peak(_PEAK[dtype]), (w + act) / hw.memory_bandwidth)
 
 
 # ---------------------------------------------------------------- loading
@@ -572,7 +373,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 11  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 12  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -56,7 +56,7 @@ def test_gpt_oss_says_once_that_its_fp4_experts_have_no_measured_kernel_on_hoppe
     assert main(["decode", "-m", "gpt-oss-20b", "--mode", "achievable", *extra]) == 0
     out, err = capsys.readouterr()
     assert err.count("no measured weight-only fp4 kernel") == 1
-    assert "stores experts in mxfp4" in out and "weights bf16" not in out
+    assert "stores attention in bf16, experts in mxfp4" in out and "weights bf16" not in out
 
 
 def test_errors_from_python_name_the_argument_the_caller_used():
