@@ -274,6 +274,19 @@ q
 b1 = q[q.batch == 1].set_index("formats").latency_s
 assert b1["W int4 / A bf16 / KV bf16"] < b1["W int8 / A bf16 / KV bf16"] < b1["W bf16 / A bf16 / KV bf16"]
 """),
+    ("markdown", """
+## A checkpoint that keeps layers out of its format
+NVIDIA's DeepSeek-R1-0528-NVFP4-v2 quantizes o_proj, the MLPs and the experts to NVFP4 and keeps q_a, q_b, kv_a
+and kv_b in bf16: pin the tensor groups (`attention`, and `attention_out` for o_proj alone). With its bf16 MTP
+layer (and that layer's own embedding and head) the checkpoint is 413,340,567,567 B on disk.
+"""),
+    ("code", """
+v2 = {"weight_formats.attention": "bf16", "weight_formats.attention_out": "nvfp4"}
+w = pm.weights("deepseek-r1", "nvfp4", act_dtype="fp4", sets=v2)
+mtp_bf16 = (11_610_030_080 + 2 * 129_280 * 7168) * 2  # the MTP layer's parameters and its own embedding and head
+assert abs((w.weight_bytes.sum() + mtp_bf16) / 413_340_567_567 - 1) < 5e-4
+pm.human(w)
+"""),
     ("code", """
 from perfmodel import plots
 fig = plots.kv(variants)  # a matplotlib Figure: restyle it here
