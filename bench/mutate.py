@@ -338,7 +338,10 @@ def pytest(work: Path, files: list[str], deselect: list[str], timeout: float, st
     shutil.rmtree(work / ".hypothesis", ignore_errors=True)  # no replay of an earlier mutant's failures
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--hypothesis-seed=0", "-o",
            "addopts=-rfE"] + (["-x"] if stop_first else []) + [a for d in deselect for a in ("--deselect", d)] + files
-    env = dict(os.environ, PYTHONPATH=str(work), MPLBACKEND="Agg")
+    # an empty kernel-table cache per run: a mutant of a table loader must build its tables (and must not leave
+    # them where the unmutated code, or the user's runs, would read them: the cache key holds no source)
+    shutil.rmtree(work / ".kernel-cache", ignore_errors=True)
+    env = dict(os.environ, PYTHONPATH=str(work), MPLBACKEND="Agg", PERFMODEL_CACHE=str(work / ".kernel-cache"))
     env.pop("HYPOTHESIS_PROFILE", None)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

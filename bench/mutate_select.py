@@ -192,8 +192,11 @@ def build_map(work: Path, tests: list[str], jobs: int, deselect: list[str], log=
     site = data / "site"  # every Python process of the run imports it: its forked children keep their test's name
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITE)
+    # an empty kernel-table cache of its own (perfmodel.kernels._disk): a table built once and kept on disk is not
+    # rebuilt, so its loader's lines would run in no test of the map
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(work), str(Path(__file__).parent)]), MPLBACKEND="Agg",
-               MUTCOV_DURATIONS=str(data), MUTCOV_CONTEXT="", MUTCOV_IMPORT=",".join(imports))
+               MUTCOV_DURATIONS=str(data), MUTCOV_CONTEXT="", MUTCOV_IMPORT=",".join(imports),
+               PERFMODEL_CACHE=str(data / "kernel-cache"))
     env.pop("HYPOTHESIS_PROFILE", None)
     cmd = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
            "-p", "mutate_select", "--hypothesis-seed=0", "-o", "addopts=-rfE", "-n", str(max(1, jobs))]
@@ -453,6 +456,11 @@ def serve() -> int:
         if pid == 0:  # the child: its own process group, so a timeout ends whatever it started
             try:
                 os.setpgid(0, 0)
+                # the mutant's own empty kernel-table cache: tables its code builds are neither read from a
+                # cache built by the unmutated code nor left where another run (or the user's) would read them
+                cache = out.with_name(out.name + ".kernel-cache")
+                shutil.rmtree(cache, ignore_errors=True)
+                os.environ["PERFMODEL_CACHE"] = str(cache)
                 fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
