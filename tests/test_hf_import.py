@@ -406,3 +406,18 @@ def test_a_billion_layers_are_refused_before_any_per_layer_list_is_built(fixture
     assert main(["import-config", _edited(tmp_path, fixture, lambda c: c.update(num_hidden_layers=10**9))]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "num_hidden_layers" in err[0] and "1,000,000,000 layers" in err[0], err
+
+
+def test_an_mxfp4_checkpoint_pins_its_attention_to_bf16_only_where_it_leaves_self_attn_unconverted(tmp_path):
+    """gpt-oss's quantization_config: quant_method mxfp4, modules_to_not_convert self_attn (and the router,
+    embeddings, head, 16-bit anyway): the import pins experts mxfp4 and attention bf16. A checkpoint that converts
+    its attention too (no self_attn in the list) pins the experts alone."""
+    cfg = json.loads(Path(fx("gpt-oss-20b")).read_text())
+    spec, _ = hf_import.convert(fx("gpt-oss-20b"))
+    assert spec["weight_formats"] == {"experts": "mxfp4", "attention": "bf16"}
+    q = cfg["quantization_config"]
+    q["modules_to_not_convert"] = [x for x in q["modules_to_not_convert"] if "self_attn" not in x]
+    assert q["modules_to_not_convert"] and len(q["modules_to_not_convert"]) == 3
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    spec, _ = hf_import.convert(str(tmp_path / "config.json"))
+    assert spec["weight_formats"] == {"experts": "mxfp4"}

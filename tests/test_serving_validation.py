@@ -628,3 +628,18 @@ def test_deepseek_r1_nvfp4_v2_s_pins_give_the_checkpoint_s_size_on_disk():
     q_kv = sum(p for c, f, p in zip(w["component"], w["format"], w["params"]) if c == "attention" and f == "bf16")
     assert q_kv == 61 * (7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256)
     assert total - q_kv * 1.0 < 413_340_567_567 * 0.99  # stored in fp8 they would not make the size
+
+
+def test_a_predicted_row_s_precision_names_the_checkpoint_s_pins(sample):
+    """The `precision` column is weights/activations/KV, then the row's checkpoint pins: an nvfp4 DeepSeek-R1 row
+    (DeepSeek-R1-0528-NVFP4-v2) reads "nvfp4/nvfp4/fp8 (attention bf16, attention_out nvfp4)", an fp8 one pins
+    nothing; a row that was not planned has no precision."""
+    rows = sample[(sample["model_path"] == "deepseek-ai/DeepSeek-R1") & (sample["mode"] == "agg")]
+    fp4 = rows[rows["gemm_quant_mode"] == "nvfp4"].head(1)
+    fp8 = rows[rows["gemm_quant_mode"] == "fp8"].head(1)  # a block-scaled checkpoint (BLOCK_FP8)
+    bad = fp8.assign(id="no-such-model", model_path="nobody/none")
+    t = silicon.predict(pd.concat([fp4, fp8, bad]), ("roofline",))
+    got = dict(zip(t["id"], t["precision"]))
+    assert got[fp4["id"].iloc[0]] == "nvfp4/nvfp4/fp8 (attention bf16, attention_out nvfp4)"
+    assert got[fp8["id"].iloc[0]] == "fp8-b128/fp8/fp8"
+    assert got["no-such-model"] == ""
