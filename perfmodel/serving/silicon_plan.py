@@ -90,7 +90,7 @@ def checkpoint_pins(model, row, q: str) -> tuple:
     """The (tensor group, format) pins of the checkpoint a row ran where it differs from the catalog model's: the
     layers an NVFP4 checkpoint keeps out of NVFP4 (NVFP4_KEPT), and the routed experts of a re-quantized one
     (experts_format). Empty: the model's formats as they are."""
-    pins = dict(NVFP4_KEPT.get(row.get("model_path"), ())) if PRECISION.get(q, ("",))[0] == "nvfp4" else {}
+    pins = dict(NVFP4_KEPT.get(row.get("model_path"), ())) if PRECISION[q][0] == "nvfp4" else {}
     ex = experts_format(model, row)
     if ex:
         pins["experts"] = ex
