@@ -119,6 +119,7 @@ class Impl:
     kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
     accumulate: str = "fp32"  # what its fp16 GEMMs accumulate in: fp32 (PyTorch, cuBLAS defaults) or fp16
     overlap_schedule: bool = False  # the scheduler forms step k + 1 while step k runs (serving: fastsim.run's ahead)
+    moe_backend: str = ""  # TensorRT-LLM's moe_config.backend (kernels.TRT_MOE_BACKENDS); "": the fastest measured
 
 
 # ---------------------------------------------------------------- parsing
@@ -284,7 +285,7 @@ def link_algorithms(raw, where: str) -> tuple[tuple, str]:
 
 IMPL_KEYS = {"name", "description", "source", "launch", "layer_overhead", "step_overhead", "kernels", "collectives",
              "step_per_seq", "host_step", "host_per_seq", "prefill_launch", "engine", "kernel_tables", "accumulate",
-             "overlap_schedule"}
+             "overlap_schedule", "moe_backend"}
 
 
 def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
@@ -317,6 +318,16 @@ def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
             raise SpecError(where, "overlap_schedule", f"must be true or false (does the scheduler form the next step "
                                                        f"while one runs); got {ov!r}")
         vals["overlap_schedule"] = ov
+    if "moe_backend" in data:  # TensorRT-LLM's moe_config.backend: which MoE kernels' measurements price the experts
+        from .kernels import TRT_MOE_BACKENDS
+
+        if vals.get("engine") != "trtllm":
+            raise SpecError(where, "moe_backend", "names a TensorRT-LLM MoE backend (moe_config.backend); this profile's "
+                                                  f"engine is {vals.get('engine') or 'not set'}")
+        be, src["moe_backend"] = _sourced(data["moe_backend"], where, "moe_backend", d)
+        if not isinstance(be, str) or be.upper() not in TRT_MOE_BACKENDS:
+            raise SpecError(where, "moe_backend", f"must be one of {', '.join(TRT_MOE_BACKENDS)}; got {be!r}")
+        vals["moe_backend"] = be.upper()
     if "kernel_tables" in data:  # a setting, not a figure: where measured kernel times come from
         kt = data["kernel_tables"]
         if not isinstance(kt, str) or not kt.strip():

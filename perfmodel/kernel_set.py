@@ -30,6 +30,10 @@ class KernelSet:
     gen_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, L], log r)}
     ctx_attn: dict = field(default_factory=dict)  # kv dtype -> {(Nq, Nkv, hd): (axes [B, S], log r)}
     moe: dict = field(default_factory=dict)  # dtype -> {(h, I, topk, E, tp, ep): (axes [tokens], log r)}
+    # the same per MoE backend the engine can be told to run (TensorRT-LLM's moe_config.backend: kernels.
+    # trtllm_moe_backend): backend -> dtype -> {shape: grid}; `moe` holds the fastest kernel of any backend
+    moe_by: dict = field(default_factory=dict)
+    system: str = ""  # AIConfigurator's system folder ("b200_sxm"), "" for a `perfmodel measure` results.csv
     mla_gen: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, keys], log r)
     mla_ctx: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, tokens], log r)
     allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
@@ -79,19 +83,22 @@ class KernelSet:
             return None
         return np.exp(_interp(t[0], t[1], [heads, B, L]))
 
-    def moe_ratio(self, dtypes, shape: tuple, tokens):
+    def moe_ratio(self, dtypes, shape: tuple, tokens, backends: dict | None = None):
         """r of the fused MoE kernel at the measured shape nearest to `shape` (D, d_ff, top-k, experts, tp, ep) in
         log distance, over the tables of `dtypes` (a name or a list in order of preference: on equal distance the
         first wins), interpolated over tokens; None without a table. The kernel is the engine's for that weight
-        format, so the format whose measured shape is nearest is the one the model's checkpoint runs."""
+        format, so the format whose measured shape is nearest is the one the model's checkpoint runs. `backends`
+        (dtype -> backend name) reads only that backend's tables (moe_by): none of them measured, None."""
         h, inter, topk, E, tp, ep = shape
-        memo = ("moe", dtypes if isinstance(dtypes, str) else tuple(dtypes), tuple(shape))
+        dts = [dtypes] if isinstance(dtypes, str) else list(dtypes)
+        tabs = {dt: (self.moe if backends is None else self.moe_by.get(backends.get(dt), {})).get(dt, {}) for dt in dts}
+        memo = ("moe", tuple(dts), tuple(shape), None if backends is None else tuple(sorted(backends.items())))
         if memo in self._near:
             best = self._near[memo]
         else:
             best, dist = None, math.inf
-            for dt in ([dtypes] if isinstance(dtypes, str) else dtypes):
-                for kk in self.moe.get(dt, ()):
+            for dt in dts:
+                for kk in tabs[dt]:
                     d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
                          + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
                     if d < dist - 1e-12:
@@ -99,7 +106,7 @@ class KernelSet:
             self._near[memo] = best
         if best is None:
             return None
-        ax, v = self.moe[best[0]][best[1]]
+        ax, v = tabs[best[0]][best[1]]
         return np.exp(_interp(ax, v, [tokens]))
 
     def allreduce_time(self, p: int, nbytes):

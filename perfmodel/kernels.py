@@ -162,7 +162,7 @@ def _static_fp8(ks: KernelSet, root: Path, engine: str, version: str, g, m, k, i
 
 def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
     root = aic_dir() / system
-    ks = KernelSet(source=f"AIConfigurator {_aic_version()} {system} {engine} {version}")
+    ks = KernelSet(source=f"AIConfigurator {_aic_version()} {system} {engine} {version}", system=system)
     got = _table_dir(root, "gemm", engine, version)
     if got:
         df = _parquet(got[0] / "gemm_perf.parquet")
@@ -230,14 +230,19 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
         df = _parquet(got[0] / "moe_perf.parquet")
         df = df[df["distribution"] == MOE_DISTRIBUTION]
         keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+        named = engine == "trtllm" and "kernel_source" in df
         for (dt, h, inter, topk, E, tp, ep), g in df.groupby(keys):
             if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
                 continue
-            g = g.groupby("num_tokens", as_index=False)["latency"].min()
-            n = g["num_tokens"].to_numpy(float)
-            r = g["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
-            ks.moe.setdefault(dt, {})[(int(h), int(inter), int(topk), int(E), int(tp), int(ep))] = \
-                _grid(g, ["num_tokens"], np.log(r))
+            shape = (int(h), int(inter), int(topk), int(E), int(tp), int(ep))
+            parts = [(None, g)] + ([(trtllm_moe_backend(src, dt, system), s) for src, s in g.groupby("kernel_source")]
+                                   if named else [])
+            for be, s in parts:  # the fastest kernel per token count (None), and each backend's own
+                s = s.groupby("num_tokens", as_index=False)["latency"].min()
+                n = s["num_tokens"].to_numpy(float)
+                r = s["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
+                (ks.moe if be is None else ks.moe_by.setdefault(be, {})).setdefault(dt, {})[shape] = \
+                    _grid(s, ["num_tokens"], np.log(r))
     got = _table_dir(root, "comm", engine, version, "custom_allreduce_perf.parquet")
     if got:
         ks.versions["allreduce"] = got[1]
@@ -257,6 +262,60 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
             if ks.alltoall_ep:
                 ks.versions["alltoall_ep"] += f" (borrowed from {NVLINK_A2A_BORROWED[system]})"
     return ks
+
+
+# TensorRT-LLM's MoE backends (moe_config.backend) and the kernels AIConfigurator 0.12.0 timed for each: its
+# collector (collector/trtllm/collect_moe.py @095f58a, and collector/kernel_source_backends.yaml, which names the
+# backend of every label) runs the CUTLASS backend ("moe_torch_flow_cutlass"; "moe_torch_flow_nongated" for
+# relu2 experts; "moe_torch_flow_triton_fp8_block", the Triton kernel CutlassFusedMoE dispatches fp8_block to on
+# SM120), the TRTLLM backend's trtllm-gen kernels in min-latency mode ("moe_torch_flow_min_latency", nvfp4 on
+# SM100 only), DeepGEMM for fp8_block on SM100/SM103 ("deepgemm"), and for MXFP4 experts "moe_torch_flow" with
+# model_config.moe_backend "trtllm" on datacenter Blackwell and "triton" on Hopper (SM 90-99); TensorRT-LLM 1.0's
+# tables ("moe_torch_flow", A100 and L40S) ran its default backend, CUTLASS.
+_TRT_MOE_SOURCE = {"moe_torch_flow_cutlass": "CUTLASS", "moe_torch_flow_nongated": "CUTLASS",
+                   "moe_torch_flow_triton_fp8_block": "CUTLASS", "moe_torch_flow_min_latency": "TRTLLM",
+                   "deepgemm": "DEEPGEMM"}
+_MXFP4 = ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")
+# AIConfigurator systems whose GPUs are SM 10.x (TensorRT-LLM's is_sm_100f): B200 and GB200 are compute capability
+# 10.0, B300 and GB300 10.3 (NVIDIA, "CUDA GPU Compute Capability", developer.nvidia.com/cuda-gpus)
+SM100F = frozenset({"b200_sxm", "b300_sxm", "gb200", "gb300"})
+HOPPER = frozenset({"h100_sxm", "h200_sxm"})  # compute capability 9.0 (same source)
+# the values TensorRT-LLM 1.3's MoeConfig.backend takes (tensorrt_llm/llmapi/llm_args.py), AUTO its default
+TRT_MOE_BACKENDS = ("AUTO", "CUTLASS", "TRTLLM", "DEEPGEMM", "CUTEDSL", "WIDEEP", "TRITON", "VANILLA")
+
+
+def trtllm_moe_backend(source: str, dtype: str, system: str) -> str:
+    """The TensorRT-LLM MoE backend an AIConfigurator kernel_source label timed (_TRT_MOE_SOURCE)."""
+    if source == "moe_torch_flow":
+        if dtype in _MXFP4:
+            return "TRTLLM" if system in SM100F else ("TRITON" if system in HOPPER else "CUTLASS")
+        return "CUTLASS"
+    return _TRT_MOE_SOURCE.get(source, source)
+
+
+def trtllm_auto_moe(dtype: str, system: str) -> str:
+    """What TensorRT-LLM 1.3 runs for moe_config.backend AUTO (ModelConfig.resolve_moe_backend, model_config.py
+    @1.3.0rc20 as AIConfigurator's collector quotes it: "serving AUTO resolves fp8_block to TRTLLM only when
+    is_sm_100f ... everything else lands on CUTLASS"; GptOssForCausalLM, the MXFP4 checkpoints, TRTLLM on
+    Blackwell and TRITON on Hopper)."""
+    if dtype in _MXFP4:
+        return "TRTLLM" if system in SM100F else ("TRITON" if system in HOPPER else "CUTLASS")
+    if dtype == "fp8_block" and system in SM100F:
+        return "TRTLLM"
+    return "CUTLASS"
+
+
+def moe_backend_note(ks: KernelSet, backend: str) -> str:
+    """The footer's words on a named MoE backend: per expert format measured on this device, the backend that runs it
+    and whether AIConfigurator timed that backend (else the datasheet model prices the experts)."""
+    if not backend or not ks.moe:
+        return ""
+    parts = []
+    for dt in sorted(ks.moe):
+        be = trtllm_auto_moe(dt, ks.system) if backend == "AUTO" else backend
+        done = dt in ks.moe_by.get(be, {})
+        parts.append(f"{dt} {be}" + ("" if done else " (not measured: datasheet)"))
+    return f"; MoE backend {backend}: " + ", ".join(parts)
 
 
 # Where AIConfigurator has no NVLink all-to-all table, a rack with the same NVLink switch fabric lends its own:
@@ -372,7 +431,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 13  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 14  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

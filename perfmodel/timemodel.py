@@ -141,6 +141,9 @@ class TimeModel:
     # fp16 GEMMs at the FP16-accumulate rate (peak_flops.fp16_acc16, where a part has a faster one): "max" for the
     # roofline (a bound takes the fastest rate), else the implementation's accumulate dtype (fp32 or fp16)
     accumulate: str = "max"
+    # TensorRT-LLM's moe_config.backend ("" : the fastest measured kernel of any backend; AUTO: what the engine
+    # resolves it to, kernels.trtllm_auto_moe): the MoE tables of that backend price the experts, none: the datasheet
+    moe_backend: str = ""
 
     # -- construction ---------------------------------------------------------------------------
     @staticmethod
@@ -173,7 +176,7 @@ class TimeModel:
                          dict(a.attention_compute), a.attention_half_keys, a.attention_bandwidth, a.attention_latency,
                          dict(a.dequant), a.sm_count, a.gemm_tiles, impl.launch, impl.layer_overhead,
                          impl.step_overhead, dict(impl.kernels), link, net, where, impl.step_per_seq, impl.host_step,
-                         impl.host_per_seq, impl.prefill_launch, ks, impl.accumulate)
+                         impl.host_per_seq, impl.prefill_launch, ks, impl.accumulate, impl.moe_backend)
 
     def ideal(self, hw: Hardware) -> "TimeModel":
         """This model with every efficiency 1, every overhead 0, no size limits, and collectives at the link's
@@ -355,7 +358,7 @@ class TimeModel:
                     elif dequant_family(op.wfmt) in self.dequant:  # W8A8 etc.: its kernel's streaming rate, if measured
                         e_m = e_m * self.dequant[dequant_family(op.wfmt)].bandwidth
                 if ks is not None:
-                    measured = _measured_gemm(ks, op, wf, af, hw)
+                    measured = _measured_gemm(ks, op, wf, af, hw, self.moe_backend)
                 e_c = e_c * self.shape_efficiency(op.gemm, row_tile)
                 tc, tm = op.flops / (tensor * e_c), b / (bw * e_m)
                 latency = self.gemm_latency
@@ -410,8 +413,9 @@ _FP8_INPUT = frozenset({"o_proj", "mlp_down"})
 _MOE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int4": "int4_wo", "fp4": "w4a16_mxfp4"}
 
 
-def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
-    """(max(r, 1), the peak r is relative to) of a matmul from the measured tables, or None."""
+def _measured_gemm(ks, op: Op, wf, af, hw: Hardware, moe_backend: str = ""):
+    """(max(r, 1), the peak r is relative to) of a matmul from the measured tables, or None. `moe_backend` names
+    the MoE backend whose tables price the experts (TimeModel.moe_backend)."""
     if op.gemm is None or wf is None or op.flops is None:
         return None
     rows, cols, inst = op.gemm
@@ -424,10 +428,14 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware):
         tokens, D, F, topk, E, tp, ep = op.moe
         # fp8 MoE checkpoints are block-scaled (DeepSeek-V3/R1, Qwen3 FP8, MiniMax-M2: config.json
         # quantization_config weight_block_size [128, 128]): fp8_block first, per-tensor fp8 where its shape is nearer
-        r = ks.moe_ratio(["fp8_block", "fp8"] if dt == "fp8" else dt, (D, F, topk, E, tp, ep), tokens)
+        dts = ["fp8_block", "fp8"] if dt == "fp8" else [dt]
+        from .kernels import _PEAK, trtllm_auto_moe
+
+        # a named backend runs the checkpoint's format (the first) and prices the nearer format's shape with it too
+        be = (trtllm_auto_moe(dts[0], ks.system) if moe_backend == "AUTO" else moe_backend) if moe_backend else None
+        r = ks.moe_ratio(dts, (D, F, topk, E, tp, ep), tokens, None if be is None else dict.fromkeys(dts, be))
         if r is None:
             return None
-        from .kernels import _PEAK
 
         return np.maximum(r, 1.0), hw.peak(_PEAK[dt]) if _PEAK[dt] in hw.peak_flops else hw.peak(af.peak)
     if np.any(np.asarray(inst) != 1.0):  # per-head or per-expert products: no dense GEMM table

@@ -187,8 +187,11 @@ def kernels_note(hw, im) -> str:
     if ks is not None:
         kinds = ", ".join(ks.kinds())
         left = f"; not used as measured: {', '.join(ks.rejected)}" if ks.rejected else ""
+        from ..kernels import moe_backend_note
+
+        moe = moe_backend_note(ks, im.moe_backend)
         return (f"#   {hw.key}: measured kernels from {ks.source} ({kinds}) price the ops they cover; measured_share is "
-                f"their share of the device time, the rest is the datasheet model above{left}{host}")
+                f"their share of the device time, the rest is the datasheet model above{left}{moe}{host}")
     if im.engine and im.kernel_tables == "auto":
         from ..kernels import SYSTEMS, aic_dir
 

@@ -145,9 +145,12 @@ class Predictor:
         self.results: dict = {}
         self.transfers: dict = {}
 
-    def impl_for(self, engine: str):
+    def impl_for(self, engine: str, moe: str = ""):
         """The implementation profile a point is priced with in the achievable mode: with impl "engine" (the
-        default) the profile of the engine that was measured (ENGINE_PROFILES), else the one named."""
+        default) the profile of the engine that was measured (ENGINE_PROFILES), else the one named; `moe`, the
+        TensorRT-LLM MoE backend the run's configuration named (silicon_plan.moe_backends), replaces the profile's."""
+        from dataclasses import replace
+
         from .. import api
 
         if self.mode != "achievable":
@@ -155,12 +158,17 @@ class Predictor:
         name = ENGINE_PROFILES.get(engine, "graphs") if self.impl_arg == "engine" else self.impl_arg
         if name not in self.impls:
             self.impls[name] = api.check_mode(self.mode, name, MODES)
-        return self.impls[name]
+        impl = self.impls[name]
+        if moe and getattr(impl, "engine", "") == "trtllm" and moe != impl.moe_backend:
+            if (name, moe) not in self.impls:
+                self.impls[(name, moe)] = replace(impl, moe_backend=moe, key=f"{impl.key}|moe_backend={moe}")
+            impl = self.impls[(name, moe)]
+        return impl
 
-    def instance(self, p: dict, lay: Layout, budget: int) -> Instance:
+    def instance(self, p: dict, lay: Layout, budget: int, moe: str = "") -> Instance:
         from .. import api
 
-        impl = self.impl_for(p.get("engine", ""))
+        impl = self.impl_for(p.get("engine", ""), moe)
         pins = tuple(p.get("pins", ()))  # the row's checkpoint pins tensor groups (silicon_plan.checkpoint_pins)
         key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], pins, lay, budget, getattr(impl, "key", None))
         inst = self.insts.get(key)
@@ -242,7 +250,7 @@ class Predictor:
         return r
 
     def agg(self, p: dict) -> dict:
-        inst = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
+        inst = self.instance(p, p["layout"], worker_budget(p, p["layout"]), p.get("decode_moe_backend", ""))
         isl, osl = p["isl"], p["osl"]
         tokens = None
         ahead = self.ahead(p)
@@ -269,8 +277,8 @@ class Predictor:
     def disagg(self, p: dict) -> dict:
         from .disagg import Transfer
 
-        pre = self.instance(p, p["layout"], worker_budget(p, p["layout"]))
-        dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"]))
+        pre = self.instance(p, p["layout"], worker_budget(p, p["layout"]), p.get("prefill_moe_backend", ""))
+        dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"]), p.get("decode_moe_backend", ""))
         N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
         tkey = (pre.serial, dec.serial)
         tr = self.transfers.get(tkey)
@@ -422,6 +430,14 @@ MTP_TOKENS = {1: 1.92, 2: 2.58, 3: 2.82}
 ENGINE_PROFILES = {"vllm": "vllm-0.24", "sglang": "sglang-0.5", "trtllm": "trtllm-1.3"}
 
 
+def _moe_label(p: dict) -> str:
+    """The TensorRT-LLM MoE backend the run's configuration named: one name, or prefill/decode where they differ."""
+    a, b = p.get("prefill_moe_backend", ""), p.get("decode_moe_backend", "")
+    if p.get("decode_layout") is None or a == b:  # an aggregated row's one backend (both columns the same)
+        return b
+    return f"{a or 'AUTO'}/{b or 'AUTO'}"
+
+
 def _band(n) -> str:
     for lo, hi, name in BANDS:
         if lo <= n <= hi:
@@ -500,7 +516,8 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                  "measured_tpot_ms": float(src["silicon_tpot_ms"]), "predicted_ttft_ms": math.nan,
                  "predicted_tpot_ms": math.nan, "request_rate": math.nan, "in_flight": math.nan,
                  "status": p["status"], "reason": p["reason"], "assumed": p["assumed"],
-                 "workers": p.get("workers", ""), "speculative": p.get("speculative", "")}
+                 "workers": p.get("workers", ""), "speculative": p.get("speculative", ""),
+                 "moe_backend": _moe_label(p)}
             out = results.get((mode, i))
             if isinstance(out, str):
                 r.update(status="skipped", reason=out)

@@ -319,6 +319,9 @@ def plan(df, recipes=None) -> list[dict]:
         pins = checkpoint_pins(m, row, q)
         if pins:
             r["pins"] = pins
+        moe = moe_backends().get(row["id"]) if row["backend"] == "trtllm" and m.moe else None
+        if moe:  # the MoE backend its script or recipe named (moe_config.backend): its kernels' tables price them
+            r["prefill_moe_backend"], r["decode_moe_backend"] = moe
         r.update(model=name, hardware=dev, weights=wts, act=act, kv=kv,
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
                  budget=budget(row["backend"], hw))
@@ -372,6 +375,23 @@ def plan(df, recipes=None) -> list[dict]:
                 r["assumed"] = "; ".join(x for x in (r["assumed"], f"{WORKERS_ASSUMED}: {wp} prefill, {wd} decode") if x)
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
+
+
+MOE_BACKENDS = DATA.parent / "inferencex" / "moe_backends.csv"
+_MOE_BACKENDS: dict = {}
+
+
+def moe_backends(path=None) -> dict:
+    """id -> (prefill, decode) TensorRT-LLM MoE backend (moe_config.backend) of an InferenceX row, as its benchmark
+    script (aggregated rows: the same backend twice) or srt-slurm recipe set it (perfmodel/measure/data/inferencex/
+    README.md; bench/inferencex_agg/moe_backend.py); "" for a pool whose recipe names none (the engine's AUTO)."""
+    import csv
+
+    p = MOE_BACKENDS if path is None else Path(path)
+    if p not in _MOE_BACKENDS:
+        with open(p, newline="", encoding="utf-8") as f:
+            _MOE_BACKENDS[p] = {r["id"]: (r["prefill_moe_backend"], r["decode_moe_backend"]) for r in csv.DictReader(f)}
+    return _MOE_BACKENDS[p]
 
 
 RECIPES = DATA.parent / "inferencex" / "disagg_workers.csv"

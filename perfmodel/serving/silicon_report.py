@@ -107,14 +107,14 @@ def load_points(path):
 
     t = read_csv_capped(path, str(path), 8 * MAX_FILE_BYTES, "points table",
                         dtype={"id": str, "backend_version": str, "reason": str, "assumed": str, "workers": str,
-                               "speculative": str}, keep_default_na=False, na_values=[""])
+                               "speculative": str, "moe_backend": str}, keep_default_na=False, na_values=[""])
     need = ("id", "mode", "status", "backend", "system", "model_path", "serving_mode", "band", "reason", "assumed",
             "measured_ttft_ms", "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms", "ttft_error", "tpot_error")
     missing = [c for c in need if c not in t.columns]
     if missing:
         raise SpecError(str(path), missing[0], "missing column (write the table with `perfmodel validate --serving -o`)")
-    for c in ("reason", "assumed", "band"):
-        t[c] = t[c].fillna("")
+    for c in ("reason", "assumed", "band", "moe_backend"):
+        t[c] = t[c].fillna("") if c in t else ""
     return t
 
 
