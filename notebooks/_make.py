@@ -195,6 +195,21 @@ per_op = pm.intensity("qwen3-30b-a3b", "h100-sxm", batch=16, context=2048, mode=
 per_op[per_op.phase == "decode"][["op", "time_s", "priced_by"]]
 """),
     ("markdown", """
+TensorRT-LLM runs the experts with the MoE backend its configuration names (`moe_config.backend`; AUTO by
+default), and AIConfigurator timed each backend apart. DeepSeek-R1 fp8 on 8 B200s: AUTO runs the trtllm-gen
+kernels, which were never timed for block-scaled fp8, so the datasheet prices the experts; DeepGEMM's measured
+kernel (what attention-DP recipes name) is much slower at one sequence. InferenceX measured 7.29 ms a token on
+such a worker (TRTLLM backend, one client).
+"""),
+    ("code", """
+kw = dict(batch=[1, 64], context=8704, mode="achievable", weights_dtype="fp8-b128", act_dtype="fp8", kv_dtype="fp8",
+          tp=8, impl="trtllm-1.3")
+auto = pm.decode("deepseek-r1", "b200", **kw)
+deep = pm.decode("deepseek-r1", "b200", sets={"impl.moe_backend": "DEEPGEMM"}, **kw)
+assert (auto.latency_s < deep.latency_s).all() or (auto.measured_share == 0).all()  # without the extra: one model
+auto.assign(deepgemm_latency_s=deep.latency_s)[["batch", "latency_s", "deepgemm_latency_s", "measured_share"]]
+"""),
+    ("markdown", """
 ## The estimate on three GPUs
 The same model's latency-throughput curve, estimated on each device (titles state the mode).
 """),

@@ -693,3 +693,87 @@ def test_tensorrt_llm_s_untuned_nvfp4_tables_are_capped_at_its_bf16_kernels_shap
         for eng, ver in (("vllm", "0.24.0"), ("sglang", "0.5.14")):
             other = kernels.load(hw, eng, ver)
             assert "nvfp4" in other.gemm and not [r for r in other.rejected if "nvfp4" in r], (dev, eng)
+
+
+# ---------------------------------------------------------------- TensorRT-LLM's MoE backends
+def test_each_aiconfigurator_moe_label_names_the_tensorrt_llm_backend_that_ran_and_auto_resolves_as_the_engine():
+    """collector/trtllm/collect_moe.py: CUTLASS, the trtllm-gen min-latency kernels (TRTLLM), DeepGEMM for fp8_block
+    on SM100; MXFP4 experts ran trtllm-gen on Blackwell, Triton on Hopper. AUTO (TensorRT-LLM 1.3): fp8_block on
+    SM 10.x and gpt-oss on Blackwell run TRTLLM, gpt-oss on Hopper TRITON, everything else CUTLASS."""
+    lab = kernels.trtllm_moe_backend
+    assert lab("moe_torch_flow_cutlass", "nvfp4", "b200_sxm") == "CUTLASS"
+    assert lab("moe_torch_flow_min_latency", "nvfp4", "b200_sxm") == "TRTLLM"
+    assert lab("deepgemm", "fp8_block", "gb300") == "DEEPGEMM"
+    assert lab("moe_torch_flow_triton_fp8_block", "fp8_block", "rtx_pro_6000_server") == "CUTLASS"
+    assert [lab("moe_torch_flow", "w4a16_mxfp4", s) for s in ("b200_sxm", "h200_sxm", "l40s")] == \
+        ["TRTLLM", "TRITON", "CUTLASS"]
+    assert lab("moe_torch_flow", "bfloat16", "a100_sxm") == "CUTLASS"
+    auto = kernels.trtllm_auto_moe
+    assert [auto("fp8_block", s) for s in ("b200_sxm", "b300_sxm", "gb200", "gb300", "h200_sxm")] == \
+        ["TRTLLM"] * 4 + ["CUTLASS"]
+    assert [auto(d, "b200_sxm") for d in ("nvfp4", "fp8", "bfloat16", "w4a16_mxfp4")] == \
+        ["CUTLASS", "CUTLASS", "CUTLASS", "TRTLLM"]
+    assert auto("w4a16_mxfp4", "h100_sxm") == "TRITON"
+    assert set(kernels.TRT_MOE_BACKENDS) >= {"AUTO", "CUTLASS", "TRTLLM", "DEEPGEMM", "CUTEDSL", "WIDEEP", "TRITON"}
+
+
+def _moe_tree(root, rows, system="b200_sxm", engine="trtllm", version="1.3.0rc20"):
+    d = root / system / "moe" / engine / version
+    d.mkdir(parents=True)
+    cols = ["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+            "moe_tp_size", "moe_ep_size", "distribution", "latency"]
+    pd.DataFrame(rows, columns=cols).to_parquet(d / "moe_perf.parquet")
+    return root
+
+
+def test_every_tensorrt_llm_moe_backend_keeps_its_own_table_and_the_unnamed_engine_takes_the_fastest(tmp_path,
+                                                                                                     monkeypatch):
+    """Two kernels timed for one nvfp4 shape (CUTLASS at twice the trtllm-gen kernel's time): `moe` keeps the faster
+    per token count, each backend its own; a backend nobody timed has no table (None: the datasheet prices it)."""
+    pytest.importorskip("pyarrow")
+    shape = (7168, 2048, 8, 256, 8, 1)
+    rows = [(src, "nvfp4", n, *shape, kernels.MOE_DISTRIBUTION, t * n ** 0.5)
+            for n in (1, 16, 256) for src, t in (("moe_torch_flow_cutlass", 0.04), ("moe_torch_flow_min_latency", 0.02))]
+    _moe_tree(tmp_path, rows)
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    ks = kernels._load_aic(load_hardware("b200"), "b200_sxm", "trtllm", "1.3.0rc20")
+    assert ks.system == "b200_sxm" and set(ks.moe_by) == {"CUTLASS", "TRTLLM"}
+    fast = ks.moe_ratio("nvfp4", shape, 16.0)
+    cut = ks.moe_ratio("nvfp4", shape, 16.0, {"nvfp4": "CUTLASS"})
+    gen = ks.moe_ratio("nvfp4", shape, 16.0, {"nvfp4": "TRTLLM"})
+    assert float(cut) == pytest.approx(2 * float(gen)) and float(fast) == pytest.approx(float(gen))
+    assert ks.moe_ratio("nvfp4", shape, 16.0, {"nvfp4": "CUTEDSL"}) is None
+    assert "CUTEDSL" not in ks.moe_by  # asking does not create it
+
+
+@needs_aic
+def test_deepseek_fp8_on_b200_runs_trtllm_gen_experts_that_aiconfigurator_never_timed_so_the_datasheet_prices_them():
+    """TensorRT-LLM 1.3's AUTO runs fp8 block-scaled experts with the TRTLLM backend on SM100; AIConfigurator timed
+    only DeepGEMM for them there. At one sequence (8 B200s, tp 8) DeepGEMM's measured kernel takes about 17x its ideal
+    time; priced as the engine runs it the step is 30-50% shorter, and the footer and priced_by column say how."""
+    from perfmodel.cli.common import kernels_note
+
+    kw = dict(batch=[1], context=8704, mode="achievable", weights_dtype="fp8-b128", act_dtype="fp8", kv_dtype="fp8",
+              tp=8, impl="trtllm-1.3")
+    auto = pm.decode("deepseek-r1", "b200", **kw).latency_s.iloc[0]
+    deep = pm.decode("deepseek-r1", "b200", sets={"impl.moe_backend": "DEEPGEMM"}, **kw).latency_s.iloc[0]
+    assert 0.5 * deep < auto < 0.7 * deep
+    ops = pm.intensity("deepseek-r1", "b200", 1, 8704, mode="achievable", weights_dtype="fp8-b128", act_dtype="fp8",
+                       kv_dtype="fp8", tp=8, impl="trtllm-1.3")
+    by = dict(zip(ops.op[ops.phase == "decode"], ops.priced_by[ops.phase == "decode"]))
+    assert by["expert_up_gate[moe x58]"] == "datasheet" and by["q_a_proj[moe x58]"].startswith("AIConfigurator")
+    note = kernels_note(load_hardware("b200"), load_impl("trtllm-1.3"))
+    assert "MoE backend AUTO" in note and "fp8_block TRTLLM (not measured: datasheet)" in note
+    assert "nvfp4 CUTLASS" in note
+
+
+def test_a_moe_backend_is_tensorrt_llm_s_and_one_of_its_names(capsys):
+    assert main(["decode", "-m", "deepseek-r1", "-H", "b200", "--mode", "achievable", "--impl", "vllm-0.24",
+                 "--set", "impl.moe_backend=TRTLLM"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "moe_backend" in err and "TensorRT-LLM" in err and "vllm" in err
+    assert main(["decode", "-m", "deepseek-r1", "-H", "b200", "--mode", "achievable", "--impl", "trtllm-1.3",
+                 "--set", "impl.moe_backend=FASTEST"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "must be one of AUTO" in err and "'FASTEST'" in err
+    assert load_impl("trtllm-1.3").moe_backend == "AUTO" and load_impl("vllm-0.24").moe_backend == ""

@@ -74,7 +74,7 @@ def _record_closed(monkeypatch) -> list:
         return {"ttft_profile": 1.0, "tpot_profile": 1.0, "in_flight": n, "rate": 1.0, "preempted": 0}
 
     monkeypatch.setattr(silicon.Predictor, "closed", closed)
-    monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget: Inst())
+    monkeypatch.setattr(silicon.Predictor, "instance", lambda self, p, lay, budget, moe="": Inst())
     monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
     return seen
 

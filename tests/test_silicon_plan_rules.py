@@ -182,3 +182,22 @@ def test_a_run_s_scripts_set_its_rounds_and_only_the_settings_they_give_complete
     for part in ({"batch_wait_max_tokens_ratio": "0.5"}, {"batch_wait_timeout_iters": "5"},
                  {"batch_wait_timeout_iters": "0", "batch_wait_max_tokens_ratio": "0.5"}):
         assert "batch_wait" not in sp.benchmark_settings({**cfg, **part}, "trtllm", 8)[0], part
+
+
+def test_a_tensorrt_llm_run_is_priced_with_the_moe_backend_its_script_or_recipe_named(sample):
+    """moe_backends.csv: InferenceX's dsr1_fp8_b200_trt.sh sets TRTLLM below 256 clients (DEEPGEMM above, for 1k/8k);
+    the srt-slurm recipe of a disaggregated run names one per pool (DEEPGEMM prefill, TRTLLM decode here). A dense
+    model's row and a vLLM row name none; every name is one TensorRT-LLM takes."""
+    from perfmodel.kernels import TRT_MOE_BACKENDS
+
+    table = sp.moe_backends()
+    assert len(table) > 1000 and all(b in TRT_MOE_BACKENDS or b == "" for pair in table.values() for b in pair)
+    dis = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_disagg_1024x1024_c4_tp8_0_ep8_0_387"))[0]
+    assert (dis["prefill_moe_backend"], dis["decode_moe_backend"]) == ("DEEPGEMM", "TRTLLM")
+    agg = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256_tp8_0_ep8_0_974"))[0]
+    assert agg["decode_moe_backend"] == "CUTLASS"  # attention DP: dsr1_fp4_b200_trt_mtp.sh sets CUTLASS
+    assert silicon._moe_label(dis) == "DEEPGEMM/TRTLLM" and silicon._moe_label(agg) == "CUTLASS"
+    pr = silicon.Predictor("achievable")
+    impl = pr.impl_for("trtllm", "DEEPGEMM")
+    assert impl.moe_backend == "DEEPGEMM" and impl.key != pr.impl_for("trtllm").key == pr.impl_for("trtllm", "AUTO").key
+    assert pr.impl_for("vllm", "TRTLLM").moe_backend == ""  # only TensorRT-LLM's profiles take one

@@ -197,7 +197,7 @@ class _Script:
         pre, dec = Toy(tp=2), Toy(tp=4)
         script = self
 
-        def instance(pred, p, lay, budget):
+        def instance(pred, p, lay, budget, moe=""):
             return pre if lay is p["layout"] else dec
 
         def split(cls, pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p=1.0, f_d=1.0):
