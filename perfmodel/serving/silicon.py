@@ -145,18 +145,13 @@ class Predictor:
         self.results: dict = {}
         self.transfers: dict = {}
 
-    def impl_for(self, engine: str, moe: str = "", version: str = ""):
+    def impl_for(self, engine: str, moe: str = ""):
         """The implementation profile a point is priced with in the achievable mode: with impl "engine" (the
-        default) the profile of the engine that was measured (ENGINE_PROFILES), else the one named. What the run's
-        configuration says replaces the profile's: `moe`, the TensorRT-LLM MoE backend it named
-        (silicon_plan.moe_backends); `version`, the engine version it ran (silicon_plan.engine_version), whose
-        kernel tables then price it (kernels.pick_version: that version's, else the newest not newer, else the
-        oldest), and before vLLM 0.14 without async scheduling (vllm-0.24.yaml overlap_schedule's source: "Async
-        scheduling is now enabled by default" from v0.14.0)."""
+        default) the profile of the engine that was measured (ENGINE_PROFILES), else the one named; `moe`, the
+        TensorRT-LLM MoE backend the run's configuration named (silicon_plan.moe_backends), replaces the profile's."""
         from dataclasses import replace
 
         from .. import api
-        from ..kernels import _vkey
 
         if self.mode != "achievable":
             return None
@@ -164,24 +159,16 @@ class Predictor:
         if name not in self.impls:
             self.impls[name] = api.check_mode(self.mode, name, MODES)
         impl = self.impls[name]
-        ch: dict = {}
         if moe and getattr(impl, "engine", "") == "trtllm" and moe != impl.moe_backend:
-            ch["moe_backend"] = moe
-        if version and getattr(impl, "engine", "") == engine and version != impl.engine_version:
-            ch["engine_version"] = version
-            if engine == "vllm" and impl.overlap_schedule and _vkey(version) < _vkey("0.14.0"):
-                ch["overlap_schedule"] = False
-        if ch:
-            k = (name, *sorted(ch.items()))
-            if k not in self.impls:
-                self.impls[k] = replace(impl, **ch, key=impl.key + "".join(f"|{a}={b}" for a, b in sorted(ch.items())))
-            impl = self.impls[k]
+            if (name, moe) not in self.impls:
+                self.impls[(name, moe)] = replace(impl, moe_backend=moe, key=f"{impl.key}|moe_backend={moe}")
+            impl = self.impls[(name, moe)]
         return impl
 
     def instance(self, p: dict, lay: Layout, budget: int, moe: str = "") -> Instance:
         from .. import api
 
-        impl = self.impl_for(p.get("engine", ""), moe, p.get("engine_version", ""))
+        impl = self.impl_for(p.get("engine", ""), moe)
         pins = tuple(p.get("pins", ()))  # the row's checkpoint pins tensor groups (silicon_plan.checkpoint_pins)
         key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], pins, lay, budget, getattr(impl, "key", None))
         inst = self.insts.get(key)
@@ -338,7 +325,7 @@ class Predictor:
     def ahead(self, p: dict) -> bool:
         """Whether the point's engine forms step k + 1 while step k runs (its profile's overlap_schedule, fastsim.run's
         ahead): not SGLang with speculative decoding, which turns it off without spec v2 (sglang-0.5.yaml)."""
-        impl = self.impl_for(p.get("engine", ""), "", p.get("engine_version", ""))
+        impl = self.impl_for(p.get("engine", ""))
         return bool(getattr(impl, "overlap_schedule", False)) and not (p.get("engine") == "sglang" and
                                                                        p.get("speculative") == "mtp")
 

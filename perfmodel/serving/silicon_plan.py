@@ -326,9 +326,6 @@ def plan(df, recipes=None) -> list[dict]:
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
                  budget=budget(row["backend"], hw))
         if row["mode"] == "agg":
-            v = engine_version(row["backend"], row.get("backend_version"))
-            if v:
-                r["engine_version"] = v
             tp, dp, fixed = agg_parallel(row)
             if fixed:
                 r["assumed"] = "; ".join(x for x in (r["assumed"], fixed) if x)
@@ -378,19 +375,6 @@ def plan(df, recipes=None) -> list[dict]:
                 r["assumed"] = "; ".join(x for x in (r["assumed"], f"{WORKERS_ASSUMED}: {wp} prefill, {wd} decode") if x)
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
-
-
-_VERSION = re.compile(r"\d+\.\d+\.\d+((rc|\.post|post|\.dev)\d+)*")
-
-
-def engine_version(engine: str, version) -> str:
-    """The engine version an aggregated row ran, where its backend_version names one: "0.19.0", "1.0.0rc3",
-    "0.5.10.post1"; "" for a nightly or a branch build ("nightly-dev", "gpt-oss-dev") and for TensorRT-LLM below 1.0.
-    A disaggregated row's backend_version is Dynamo's (0.5.1-rc0 to 1.1.0-dev), not the engine's, and is not read."""
-    v = str(version).strip() if isinstance(version, str) else ""
-    if not _VERSION.fullmatch(v) or (engine == "trtllm" and not v.startswith("1.")):
-        return ""
-    return v
 
 
 MOE_BACKENDS = DATA.parent / "inferencex" / "moe_backends.csv"
