@@ -231,6 +231,13 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
         df = df[df["distribution"] == MOE_DISTRIBUTION]
         keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
         named = engine == "trtllm" and "kernel_source" in df
+        if named:  # relu2 experts (no gate, "moe_torch_flow_nongated"): no model of the catalog runs that kernel
+            df = df[df["kernel_source"] != "moe_torch_flow_nongated"]
+        if named:  # an untuned fp4 MoE kernel's rows price nothing (MAX_FP4_MOE_RATIO)
+            for src, ratio in _untuned_fp4_moe(df, keys).items():
+                df = df[~((df["kernel_source"] == src) & (df["moe_dtype"] == "nvfp4"))]
+                ks.rejected.append(f"moe nvfp4 {trtllm_moe_backend(src, 'nvfp4', system)} ({ratio:.2f}x the bf16 MoE "
+                                   f"kernels' time at <= {FP4_MOE_TOKENS} tokens)")
         for (dt, h, inter, topk, E, tp, ep), g in df.groupby(keys):
             if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
                 continue
@@ -267,13 +274,12 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
 # TensorRT-LLM's MoE backends (moe_config.backend) and the kernels AIConfigurator 0.12.0 timed for each: its
 # collector (collector/trtllm/collect_moe.py @095f58a, and collector/kernel_source_backends.yaml, which names the
 # backend of every label) runs the CUTLASS backend ("moe_torch_flow_cutlass"; "moe_torch_flow_nongated" for
-# relu2 experts; "moe_torch_flow_triton_fp8_block", the Triton kernel CutlassFusedMoE dispatches fp8_block to on
+# relu2 experts, not read; "moe_torch_flow_triton_fp8_block", the Triton kernel CutlassFusedMoE dispatches fp8_block to on
 # SM120), the TRTLLM backend's trtllm-gen kernels in min-latency mode ("moe_torch_flow_min_latency", nvfp4 on
 # SM100 only), DeepGEMM for fp8_block on SM100/SM103 ("deepgemm"), and for MXFP4 experts "moe_torch_flow" with
 # model_config.moe_backend "trtllm" on datacenter Blackwell and "triton" on Hopper (SM 90-99); TensorRT-LLM 1.0's
 # tables ("moe_torch_flow", A100 and L40S) ran its default backend, CUTLASS.
-_TRT_MOE_SOURCE = {"moe_torch_flow_cutlass": "CUTLASS", "moe_torch_flow_nongated": "CUTLASS",
-                   "moe_torch_flow_triton_fp8_block": "CUTLASS", "moe_torch_flow_min_latency": "TRTLLM",
+_TRT_MOE_SOURCE = {"moe_torch_flow_cutlass": "CUTLASS", "moe_torch_flow_triton_fp8_block": "CUTLASS", "moe_torch_flow_min_latency": "TRTLLM",
                    "deepgemm": "DEEPGEMM"}
 _MXFP4 = ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")
 # AIConfigurator systems whose GPUs are SM 10.x (TensorRT-LLM's is_sm_100f): B200 and GB200 are compute capability
@@ -282,6 +288,32 @@ SM100F = frozenset({"b200_sxm", "b300_sxm", "gb200", "gb300"})
 HOPPER = frozenset({"h100_sxm", "h200_sxm"})  # compute capability 9.0 (same source)
 # the values TensorRT-LLM 1.3's MoeConfig.backend takes (tensorrt_llm/llmapi/llm_args.py), AUTO its default
 TRT_MOE_BACKENDS = ("AUTO", "CUTLASS", "TRTLLM", "DEEPGEMM", "CUTEDSL", "WIDEEP", "TRITON", "VANILLA")
+
+
+# An NVFP4 MoE kernel reads 9/32 of a bf16 one's expert weights: at the memory-bound token counts (<= 64 tokens)
+# every tuned one AIConfigurator 0.12.0 timed takes 0.38x to 0.65x its engine's bf16 MoE kernel on B200, B300, GB200,
+# GB300 and RTX PRO 6000 (vLLM's FlashInfer CUTLASS and trtllm-gen kernels, SGLang's, TensorRT-LLM's trtllm-gen
+# min-latency kernels 0.43x), the median over the shapes both measured. TensorRT-LLM 1.3.0rc20's CUTLASS nvfp4 MoE
+# tables take 0.89x to 1.00x: its collector never enters autotune(), and CutlassFusedMoE runs its MoE runner's
+# untuned default tactic (the same defect as its nvfp4 GEMM tables, MAX_FP4_RATIO). A source whose nvfp4 MoE rows
+# take more than MAX_FP4_MOE_RATIO of its engine's bf16 MoE rows prices nothing: the datasheet model prices what it
+# would have (the footer says "not used as measured").
+MAX_FP4_MOE_RATIO = 0.8
+FP4_MOE_TOKENS = 64
+
+
+def _untuned_fp4_moe(df, keys: list) -> dict:
+    """kernel_source -> its nvfp4 MoE rows' median time ratio to the same table's bf16 MoE rows (the fastest bf16
+    kernel per shape and token count) at <= FP4_MOE_TOKENS tokens, for the sources above MAX_FP4_MOE_RATIO."""
+    shape = keys[1:] + ["num_tokens"]
+    small = df[df["num_tokens"] <= FP4_MOE_TOKENS]
+    bf = small[small["moe_dtype"] == "bfloat16"].groupby(shape)["latency"].min()
+    out = {}
+    for src, g in small[small["moe_dtype"] == "nvfp4"].groupby("kernel_source"):
+        r = (g.groupby(shape)["latency"].min() / bf).dropna()
+        if len(r) and float(r.median()) > MAX_FP4_MOE_RATIO:
+            out[src] = float(r.median())
+    return out
 
 
 def trtllm_moe_backend(source: str, dtype: str, system: str) -> str:
@@ -431,7 +463,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 14  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 16  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -308,7 +308,7 @@ class Recorder:
     def gemm_ratio(self, dt, m, n, k):
         return self._answer("gemm", dt, float(m), float(n), float(k))
 
-    def moe_ratio(self, dts, shape, tokens):
+    def moe_ratio(self, dts, shape, tokens, backends=None):
         return self._answer("moe", dts if isinstance(dts, str) else tuple(dts), tuple(shape), tokens)
 
     def attn_ratio(self, phase, kvd, heads, B, L):

@@ -777,3 +777,31 @@ def test_a_moe_backend_is_tensorrt_llm_s_and_one_of_its_names(capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "must be one of AUTO" in err and "'FASTEST'" in err
     assert load_impl("trtllm-1.3").moe_backend == "AUTO" and load_impl("vllm-0.24").moe_backend == ""
+
+
+def test_an_nvfp4_moe_kernel_no_faster_than_the_bf16_one_at_a_few_tokens_is_untuned_and_prices_nothing(tmp_path,
+                                                                                                    monkeypatch):
+    """NVFP4 experts read 9/32 of the bf16 bytes: every tuned nvfp4 MoE kernel AIConfigurator timed takes 0.38x to
+    0.65x its engine's bf16 one at <= 64 tokens. A source at 0.9x (TensorRT-LLM's CUTLASS tables, never autotuned)
+    prices nothing and the footer says so; one at 0.45x (trtllm-gen) stands. relu2 experts' rows (no gate) are not
+    read: no model of the catalog runs that kernel."""
+    pytest.importorskip("pyarrow")
+    shape = (7168, 2048, 8, 256, 8, 1)
+    rows = []
+    for n in (1, 16, 64, 1024):
+        for src, dt, t in (("moe_torch_flow_cutlass", "bfloat16", 0.10), ("moe_torch_flow_cutlass", "nvfp4", 0.09),
+                           ("moe_torch_flow_min_latency", "nvfp4", 0.045), ("moe_torch_flow_nongated", "nvfp4", 0.001)):
+            rows.append((src, dt, n, *shape, kernels.MOE_DISTRIBUTION, t * n ** 0.5))
+    _moe_tree(tmp_path, rows)
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    ks = kernels._load_aic(load_hardware("b200"), "b200_sxm", "trtllm", "1.3.0rc20")
+    assert "nvfp4" not in ks.moe_by.get("CUTLASS", {}) and "nvfp4" in ks.moe_by["TRTLLM"]
+    assert ks.rejected == ["moe nvfp4 CUTLASS (0.90x the bf16 MoE kernels' time at <= 64 tokens)"]
+    best = ks.moe_ratio("nvfp4", shape, 16.0)  # the nongated rows (50x faster) are not the fastest kernel here
+    assert float(best) == pytest.approx(float(ks.moe_ratio("nvfp4", shape, 16.0, {"nvfp4": "TRTLLM"})))
+    assert kernels._untuned_fp4_moe(pd.DataFrame(rows, columns=["kernel_source", "moe_dtype", "num_tokens",
+                                                                "hidden_size", "inter_size", "topk", "num_experts",
+                                                                "moe_tp_size", "moe_ep_size", "distribution",
+                                                                "latency"]),
+                                    ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+                                     "moe_ep_size"]) == {"moe_torch_flow_cutlass": pytest.approx(0.9)}
