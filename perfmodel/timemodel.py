@@ -421,6 +421,7 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware, moe_backend: str = ""):
     rows, cols, inst = op.gemm
     if op.moe is not None:  # a fused MoE kernel: both expert GEMMs take the ratio of the whole measured kernel
         dt = _MOE_DTYPE.get(dequant_family(wf.name))  # fp32 experts: no measured kernel
+        fmt = dt  # the checkpoint's expert format: what TensorRT-LLM's AUTO backend choice reads
         if dt == "w4a16_mxfp4" and af.peak == "fp4":
             dt = "nvfp4"
         if dt is None:
@@ -432,7 +433,8 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware, moe_backend: str = ""):
         from .kernels import _PEAK, trtllm_auto_moe
 
         # a named backend runs the checkpoint's format (the first) and prices the nearer format's shape with it too
-        be = (trtllm_auto_moe(dts[0], ks.system) if moe_backend == "AUTO" else moe_backend) if moe_backend else None
+        be = (trtllm_auto_moe("fp8_block" if fmt == "fp8" else fmt, ks.system) if moe_backend == "AUTO" else
+              moe_backend) if moe_backend else None
         r = ks.moe_ratio(dts, (D, F, topk, E, tp, ep), tokens, None if be is None else dict.fromkeys(dts, be))
         if r is None:
             return None

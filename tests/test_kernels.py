@@ -765,6 +765,13 @@ def test_deepseek_fp8_on_b200_runs_trtllm_gen_experts_that_aiconfigurator_never_
     note = kernels_note(load_hardware("b200"), load_impl("trtllm-1.3"))
     assert "MoE backend AUTO" in note and "fp8_block TRTLLM (not measured: datasheet)" in note
     assert "nvfp4 CUTLASS" in note
+    # gpt-oss's MXFP4 experts with fp4 activations read the nvfp4 tables, and AUTO (by the checkpoint: GptOss on
+    # Blackwell) runs them on TRTLLM's trtllm-gen kernels, measured; CUTLASS's nvfp4 tables price nothing
+    gk = dict(mode="achievable", weights_dtype="mxfp4", act_dtype="fp4", kv_dtype="fp8", tp=4, impl="trtllm-1.3")
+    for be, want in ((None, "AIConfigurator"), ("CUTLASS", "datasheet")):
+        ops = pm.intensity("gpt-oss-120b", "b200", 4, 2048, sets={"impl.moe_backend": be} if be else None, **gk)
+        up = ops[(ops.phase == "decode") & ops.op.str.startswith("expert_up_gate")]
+        assert up.priced_by.str.startswith(want).all(), be
 
 
 def test_a_moe_backend_is_tensorrt_llm_s_and_one_of_its_names(capsys):
