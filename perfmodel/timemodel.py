@@ -421,7 +421,9 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware, moe_backend: str = ""):
     rows, cols, inst = op.gemm
     if op.moe is not None:  # a fused MoE kernel: both expert GEMMs take the ratio of the whole measured kernel
         dt = _MOE_DTYPE.get(dequant_family(wf.name))  # fp32 experts: no measured kernel
-        fmt = dt  # the checkpoint's expert format: what TensorRT-LLM's AUTO backend choice reads
+        # the checkpoint's expert format, what TensorRT-LLM's AUTO backend choice reads: MXFP4 (gpt-oss) apart from
+        # NVFP4, which share the fp4 family and, with fp4 activations, the nvfp4 tables
+        fmt = ("w4a16_mxfp4" if wf.name.startswith("mxfp4") else "nvfp4") if dt == "w4a16_mxfp4" else dt
         if dt == "w4a16_mxfp4" and af.peak == "fp4":
             dt = "nvfp4"
         if dt is None:

@@ -772,6 +772,12 @@ def test_deepseek_fp8_on_b200_runs_trtllm_gen_experts_that_aiconfigurator_never_
         ops = pm.intensity("gpt-oss-120b", "b200", 4, 2048, sets={"impl.moe_backend": be} if be else None, **gk)
         up = ops[(ops.phase == "decode") & ops.op.str.startswith("expert_up_gate")]
         assert up.priced_by.str.startswith(want).all(), be
+    # DeepSeek-R1's NVFP4 experts (the same fp4 family) run CUTLASS under AUTO, whose tables price nothing here
+    for be, want in ((None, "datasheet"), ("TRTLLM", "AIConfigurator")):
+        ops = pm.intensity("deepseek-r1", "b200", 4, 2048, sets={"impl.moe_backend": be} if be else None,
+                           **{**gk, "weights_dtype": "nvfp4", "tp": 8})
+        up = ops[(ops.phase == "decode") & ops.op.str.startswith("expert_up_gate")]
+        assert up.priced_by.str.startswith(want).all(), be
 
 
 def test_a_moe_backend_is_tensorrt_llm_s_and_one_of_its_names(capsys):
