@@ -818,3 +818,30 @@ def test_an_nvfp4_moe_kernel_no_faster_than_the_bf16_one_at_a_few_tokens_is_untu
                                                                 "latency"]),
                                     ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
                                      "moe_ep_size"]) == {"moe_torch_flow_cutlass": pytest.approx(0.9)}
+
+
+def test_the_untuned_fp4_moe_rule_compares_the_same_shape_at_up_to_64_tokens_and_spares_a_ratio_of_exactly_0_8():
+    cols = ["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+            "moe_tp_size", "moe_ep_size", "distribution", "latency"]
+    keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    a, b = (7168, 2048, 8, 256, 8, 1), (4096, 2048, 8, 256, 8, 1)  # two models' shapes: hidden size apart
+    d = "power_law_1.01"
+    rows = lambda spec: pd.DataFrame([(s, dt, n, *sh, d, t) for s, dt, n, sh, t in spec], columns=cols)  # noqa: E731
+    # bf16 measured for one shape, nvfp4 for the other: nothing to compare, nothing rejected
+    apart = rows([("c", "bfloat16", n, a, 1.0) for n in (1, 64)] + [("c", "nvfp4", n, b, 0.95) for n in (1, 64)])
+    assert kernels._untuned_fp4_moe(apart, keys) == {}
+    # only 64 tokens is at most 64: it alone decides
+    edge = rows([("c", "bfloat16", n, a, 1.0) for n in (64, 1024)] + [("c", "nvfp4", n, a, 0.9) for n in (64, 1024)])
+    assert kernels._untuned_fp4_moe(edge, keys) == {"c": pytest.approx(0.9)}
+    at = rows([("c", "bfloat16", 1, a, 1.0), ("c", "nvfp4", 1, a, 0.8)])
+    assert kernels._untuned_fp4_moe(at, keys) == {}  # not above MAX_FP4_MOE_RATIO
+
+
+@needs_aic
+def test_vllm_s_moe_kernels_are_its_own_choice_no_backend_table_and_no_backend_words_in_the_footer():
+    from perfmodel.cli.common import kernels_note
+
+    b200 = load_hardware("b200")
+    assert kernels.load(b200, "vllm", "0.24.0").moe_by == {}
+    note = kernels_note(b200, load_impl("vllm-0.24"))
+    assert "MoE backend" not in note and "None" not in note

@@ -643,3 +643,15 @@ def test_a_predicted_row_s_precision_names_the_checkpoint_s_pins(sample):
     assert got[fp4["id"].iloc[0]] == "nvfp4/nvfp4/fp8 (attention bf16, attention_out nvfp4)"
     assert got[fp8["id"].iloc[0]] == "fp8-b128/fp8/fp8"
     assert got["no-such-model"] == ""
+
+
+def test_a_saved_table_keeps_its_words_as_written_and_reads_one_without_a_moe_backend_column(tmp_path, points):
+    """A reason such as "N/A" is text, not a missing value; the moe_backend column (the TensorRT-LLM MoE backend a
+    run named) reads back as written, and a table written before it existed reads with it blank."""
+    t = points.copy()
+    t["reason"], t["moe_backend"] = "N/A", "DEEPGEMM/TRTLLM"
+    t.to_csv(tmp_path / "a.csv", index=False)
+    back = silicon.load_points(tmp_path / "a.csv")
+    assert (back["reason"] == "N/A").all() and (back["moe_backend"] == "DEEPGEMM/TRTLLM").all()
+    t.drop(columns="moe_backend").to_csv(tmp_path / "old.csv", index=False)
+    assert (silicon.load_points(tmp_path / "old.csv")["moe_backend"] == "").all()

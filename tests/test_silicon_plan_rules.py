@@ -201,3 +201,16 @@ def test_a_tensorrt_llm_run_is_priced_with_the_moe_backend_its_script_or_recipe_
     impl = pr.impl_for("trtllm", "DEEPGEMM")
     assert impl.moe_backend == "DEEPGEMM" and impl.key != pr.impl_for("trtllm").key == pr.impl_for("trtllm", "AUTO").key
     assert pr.impl_for("vllm", "TRTLLM").moe_backend == ""  # only TensorRT-LLM's profiles take one
+
+
+def test_one_backend_for_both_pools_is_one_name_and_only_a_tensorrt_llm_moe_run_takes_one(sample, monkeypatch):
+    one = {"decode_layout": Layout(8), "prefill_moe_backend": "TRTLLM", "decode_moe_backend": "TRTLLM"}
+    assert silicon._moe_label(one) == "TRTLLM"
+    assert silicon._moe_label({**one, "prefill_moe_backend": ""}) == "AUTO/TRTLLM"
+    rid = "2026_03_25_minimax_m2_5_b300_sxm_vllm_fp8_agg_1024x1024_c16_tp4_0_ep1_0_1"
+    row = _one(sample, rid)
+    if row.empty:
+        rid = sample[(sample["backend"] == "vllm") & (sample["mode"] == "agg")]["id"].iloc[0]
+        row = _one(sample, rid)
+    monkeypatch.setitem(sp._MOE_BACKENDS, sp.MOE_BACKENDS, {rid: ("TRTLLM", "TRTLLM")})
+    assert "decode_moe_backend" not in silicon.plan(row)[0]  # a vLLM run: no TensorRT-LLM backend
