@@ -274,13 +274,13 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
 # TensorRT-LLM's MoE backends (moe_config.backend) and the kernels AIConfigurator 0.12.0 timed for each: its
 # collector (collector/trtllm/collect_moe.py @095f58a, and collector/kernel_source_backends.yaml, which names the
 # backend of every label) runs the CUTLASS backend ("moe_torch_flow_cutlass"; "moe_torch_flow_nongated" for
-# relu2 experts, not read; "moe_torch_flow_triton_fp8_block", the Triton kernel CutlassFusedMoE dispatches fp8_block to on
-# SM120), the TRTLLM backend's trtllm-gen kernels in min-latency mode ("moe_torch_flow_min_latency", nvfp4 on
+# relu2 experts, not read; "moe_torch_flow_triton_fp8_block", the Triton kernel CutlassFusedMoE dispatches
+# fp8_block to on SM120), the TRTLLM backend's trtllm-gen kernels in min-latency mode ("moe_torch_flow_min_latency", nvfp4 on
 # SM100 only), DeepGEMM for fp8_block on SM100/SM103 ("deepgemm"), and for MXFP4 experts "moe_torch_flow" with
 # model_config.moe_backend "trtllm" on datacenter Blackwell and "triton" on Hopper (SM 90-99); TensorRT-LLM 1.0's
 # tables ("moe_torch_flow", A100 and L40S) ran its default backend, CUTLASS.
-_TRT_MOE_SOURCE = {"moe_torch_flow_cutlass": "CUTLASS", "moe_torch_flow_triton_fp8_block": "CUTLASS", "moe_torch_flow_min_latency": "TRTLLM",
-                   "deepgemm": "DEEPGEMM"}
+_TRT_MOE_SOURCE = {"moe_torch_flow_cutlass": "CUTLASS", "moe_torch_flow_triton_fp8_block": "CUTLASS",
+                   "moe_torch_flow_min_latency": "TRTLLM", "deepgemm": "DEEPGEMM"}
 _MXFP4 = ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")
 # AIConfigurator systems whose GPUs are SM 10.x (TensorRT-LLM's is_sm_100f): B200 and GB200 are compute capability
 # 10.0, B300 and GB300 10.3 (NVIDIA, "CUDA GPU Compute Capability", developer.nvidia.com/cuda-gpus)
