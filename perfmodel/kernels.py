@@ -231,9 +231,8 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
         df = df[df["distribution"] == MOE_DISTRIBUTION]
         keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
         named = engine == "trtllm" and "kernel_source" in df
-        if named:  # relu2 experts (no gate, "moe_torch_flow_nongated"): no model of the catalog runs that kernel
-            df = df[df["kernel_source"] != "moe_torch_flow_nongated"]
-        if named:  # an untuned fp4 MoE kernel's rows price nothing (MAX_FP4_MOE_RATIO)
+        if named:  # relu2 experts (no gate, "moe_torch_flow_nongated"): no model of the catalog runs that kernel;
+            df = df[df["kernel_source"] != "moe_torch_flow_nongated"]  # an untuned fp4 kernel prices nothing
             for src, ratio in _untuned_fp4_moe(df, keys).items():
                 df = df[~((df["kernel_source"] == src) & (df["moe_dtype"] == "nvfp4"))]
                 ks.rejected.append(f"moe nvfp4 {trtllm_moe_backend(src, 'nvfp4', system)} ({ratio:.2f}x the bf16 MoE "
@@ -242,9 +241,9 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
             if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
                 continue
             shape = (int(h), int(inter), int(topk), int(E), int(tp), int(ep))
-            parts = [(None, g)] + ([(trtllm_moe_backend(src, dt, system), s) for src, s in g.groupby("kernel_source")]
-                                   if named else [])
-            for be, s in parts:  # the fastest kernel per token count (None), and each backend's own
+            by = g["kernel_source"].map(lambda src: trtllm_moe_backend(src, dt, system)) if named else None
+            parts = [(None, g)] + (list(g.groupby(by)) if named else [])
+            for be, s in parts:  # the fastest kernel per token count (None), and each backend's own (its labels')
                 s = s.groupby("num_tokens", as_index=False)["latency"].min()
                 n = s["num_tokens"].to_numpy(float)
                 r = s["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
@@ -318,10 +317,8 @@ def _untuned_fp4_moe(df, keys: list) -> dict:
 
 def trtllm_moe_backend(source: str, dtype: str, system: str) -> str:
     """The TensorRT-LLM MoE backend an AIConfigurator kernel_source label timed (_TRT_MOE_SOURCE)."""
-    if source == "moe_torch_flow":
-        if dtype in _MXFP4:
-            return "TRTLLM" if system in SM100F else ("TRITON" if system in HOPPER else "CUTLASS")
-        return "CUTLASS"
+    if source == "moe_torch_flow":  # the backend the collector let TensorRT-LLM choose: AUTO's for MXFP4, else 1.0's
+        return trtllm_auto_moe(dtype, system) if dtype in _MXFP4 else "CUTLASS"
     return _TRT_MOE_SOURCE.get(source, source)
 
 
