@@ -211,6 +211,28 @@ def test_sglang_prices_a_short_prompt_at_its_eager_host_floor_and_the_roofline_n
     assert d.latency_s[0] == d0.latency_s[0]
 
 
+@needs_aic
+def test_trtllm_prices_a_step_with_a_context_request_at_its_profiled_host_time_and_its_decode_steps_replay_graphs():
+    """trtllm-1.3: TensorRT-LLM runs a step with a context request outside its CUDA graphs. gpt-oss-120b on 2 B200s,
+    one 886-token prompt: its 437 kernel-launching ops x 69 us = 30.2 ms of host time, the forward's CPU time that
+    aisimulate#277 profiled (about 30 ms), above the ~8 ms its kernels take; an 8,192-token prompt is device-bound.
+    A mixed step (the prompt and 3 decode rows) pays the same floor; a decode step and the roofline do not."""
+    ops = dict(model="gpt-oss-120b", hardware="b200", tp=2, weights_dtype="nvfp4", act_dtype="fp4", kv_dtype="fp8")
+    t = pm.prefill(**ops, context=[886, 8192], mode="achievable", impl="trtllm-1.3")
+    no = pm.prefill(**ops, context=[886, 8192], mode="achievable", impl="trtllm-1.3", sets={"impl.prefill_launch": "0 s"})
+    assert 29.5e-3 <= t.latency_s[0] <= 31e-3 and no.latency_s[0] < 0.5 * t.latency_s[0]
+    assert no.latency_s[1] == pytest.approx(t.latency_s[1], rel=1e-9)
+    assert pm.prefill(**ops, context=[886], mode="roofline").latency_s[0] < no.latency_s[0]
+    m, hw, ip = load_model("gpt-oss-120b"), load_hardware("b200"), load_impl("trtllm-1.3")
+    prec = Precision("nvfp4", "fp4", "fp8")
+    mixed = engine.mixed_step(m, hw, [886, 1, 1, 1], [886, 900, 950, 1000], prec, layout=Layout(tp=2),
+                              mode="achievable", impl=ip)
+    assert mixed["latency_s"] >= 437 * 69e-6
+    d = [pm.decode(**ops, batch=[8], context=[1024], mode="achievable", impl="trtllm-1.3", sets=s).latency_s[0]
+         for s in (None, {"impl.prefill_launch": "0 s"})]
+    assert d[0] == d[1]
+
+
 def test_an_impl_profile_s_prefill_launch_is_a_time_and_a_bad_one_is_named(tmp_path):
     from perfmodel.efficiency import impl_from_dict
     from perfmodel.errors import SpecError
