@@ -397,10 +397,13 @@ class _Builder:
                            link="ep", coll="alltoall", msg=msg, peers=ep)
             a2a.moe = (M, D, e.d_ff_expert, e.n_active, e.n_experts, self.tp, ep)  # M: this device's tokens
         msg = M * e.n_active * D * self.ab  # ... and come back 16-bit
-        # E/ep experts here; all Mg tokens of the replica route uniformly, so Mg*k/ep token-expert pairs
-        self.mlp(g, n, e.d_ff_expert, "expert", E=e.n_experts / ep, rows=self.Mg * e.n_active / ep,
-                 touched=_touched(e.n_experts, e.n_active, self.Mg) / ep, bias=e.expert_bias or self.m.linear_bias,
-                 group="experts")
+        # E/ep experts here; all Mg tokens of the replica route uniformly, so Mg*k/ep token-expert pairs. A tp group
+        # that holds whole experts (TEP) spreads them over tp x ep devices: E/(tp ep) experts of the full d_ff each,
+        # Mg*k/(tp ep) pairs (the same FLOPs and weights as d_ff/tp slices of every expert, 1/tp of the activations)
+        g_e = ep * self.tp if self.experts == "ep" else ep
+        self.mlp(g, n, e.d_ff_expert * (self.tp if self.experts == "ep" else 1), "expert", E=e.n_experts / g_e,
+                 rows=self.Mg * e.n_active / g_e, touched=_touched(e.n_experts, e.n_active, self.Mg) / g_e,
+                 bias=e.expert_bias or self.m.linear_bias, group="experts")
         if ep > 1:
             a2a = self.add("alltoall_combine", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1,
                            link="ep", coll="alltoall", msg=msg, peers=ep)
