@@ -219,7 +219,8 @@ def test_trtllm_prices_a_step_with_a_context_request_at_its_profiled_host_time_a
     A mixed step (the prompt and 3 decode rows) pays the same floor; a decode step and the roofline do not."""
     ops = dict(model="gpt-oss-120b", hardware="b200", tp=2, weights_dtype="nvfp4", act_dtype="fp4", kv_dtype="fp8")
     t = pm.prefill(**ops, context=[886, 8192], mode="achievable", impl="trtllm-1.3")
-    no = pm.prefill(**ops, context=[886, 8192], mode="achievable", impl="trtllm-1.3", sets={"impl.prefill_launch": "0 s"})
+    no = pm.prefill(**ops, context=[886, 8192], mode="achievable", impl="trtllm-1.3",
+                    sets={"impl.prefill_launch": "0 s"})
     assert 29.5e-3 <= t.latency_s[0] <= 31e-3 and no.latency_s[0] < 0.5 * t.latency_s[0]
     assert no.latency_s[1] == pytest.approx(t.latency_s[1], rel=1e-9)
     assert pm.prefill(**ops, context=[886], mode="roofline").latency_s[0] < no.latency_s[0]
@@ -537,7 +538,8 @@ def test_a_tp_group_that_holds_whole_experts_does_the_same_work_on_its_own_token
         assert np.allclose([x.flops, x.comm_bytes], [y.flops, y.comm_bytes], rtol=1e-12, atol=0.0)
         # the same weights, but for the down projection's bias (gpt-oss), which tensor parallelism keeps on every
         # device for every expert: within 1%
-        assert np.allclose([x.w_read, x.w_stored], [y.w_read, y.w_stored], rtol=1e-2 if (m.moe and (m.moe.expert_bias or m.linear_bias)) else 1e-12)
+        biased = m.moe is not None and (m.moe.expert_bias or m.linear_bias)
+        assert np.allclose([x.w_read, x.w_stored], [y.w_read, y.w_stored], rtol=1e-2 if biased else 1e-12)
         if x.moe is not None and x.kind == MATMUL:
             assert x.moe[5:] == (8, 1) and y.moe[5:] == (1, 8)
             rows_x, rows_y = x.gemm[0], y.gemm[0]

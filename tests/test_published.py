@@ -96,3 +96,29 @@ def test_published_and_a_results_folder_do_not_mix(capsys):
     assert main(["validate", "somewhere", "--published"]) == 2
     assert main(["validate", "--category", "fp8"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 2
+
+
+def test_tensorrt_llm_cases_from_before_the_pytorch_backend_run_a_built_engine_without_its_python_time(table):
+    """TensorRT-LLM's PyTorch backend arrived in 0.17 and became the default in 1.0. A case measured on an older
+    version (or 0.17's trtllm-bench default, or a 2024 study) ran a built TensorRT engine: the trtllm-engine profile,
+    which pays no Python time per op in a step holding a prompt. Llama-2-7B fp8 on an H100, 128 prompt tokens: the
+    engine's TTFT is device-bound (7 ms measured); the PyTorch profile's host floor would be 291 ops x 69 us = 20 ms."""
+    import re
+
+    for c in load_cases():
+        if not c.framework.startswith("TensorRT-LLM"):
+            continue
+        v = re.search(r"(\d+)\.(\d+)", c.framework)
+        pytorch = "PyTorch" in c.framework or (v is not None and int(v.group(1)) >= 1)
+        assert c.impl == ("trtllm-1.3" if pytorch else "trtllm-engine"), (c.id, c.framework, c.impl)
+    i = list(table["case"]).index("trtllm05-h100-llama2-7b-fp8-ttft-128")
+    assert table["impl"][i] == "trtllm-engine" and table["achievable"][i] < 0.010
+    from perfmodel import engine
+    from perfmodel.ops import Precision
+    from perfmodel.specs import load_hardware, load_impl, load_model
+
+    args = (load_model("llama-2-7b"), load_hardware("h100-sxm"), 1, 128, "prefill", "achievable",
+            Precision("fp8", "fp8", "fp8"))
+    t = {p: float(engine.evaluate(*args, impl=load_impl(p))["latency_s"].ravel()[0])
+         for p in ("trtllm-engine", "trtllm-1.3")}
+    assert t["trtllm-1.3"] == pytest.approx(291 * 69e-6, rel=0.02) and t["trtllm-engine"] < 0.5 * t["trtllm-1.3"]
