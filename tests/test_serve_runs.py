@@ -2,6 +2,7 @@
 the checks on a request that cannot run, the fast path's routing, the progress bar's counts and the tables'
 columns."""
 import math
+import re
 import warnings
 
 import numpy as np
@@ -143,10 +144,12 @@ def test_a_request_longer_than_the_model_s_context_is_named_and_one_that_just_fi
 
 
 def test_a_request_whose_cache_alone_does_not_fit_is_named(tmp_path):
-    """With 17 GB of memory the 8B model leaves ~1 GB: 100 tokens fit, 100,000 do not (row 3)."""
+    """With 17 GB of memory the 8B model leaves ~1 GB: 100 tokens fit, 100,000 do not (row 3). The run does not
+    fit: a result that names the row, with nothing served."""
     tr = _trace(tmp_path, [(0, 100, 4), (0.1, 100000, 4)])
-    with pytest.raises(SpecError, match=r"row 3.*its KV cache does not fit"):
-        api.serve_sim(model=M, trace=tr, policy="continuous", sets={"memory_capacity": "17 GB"})
+    t = api.serve_sim(model=M, trace=tr, policy="continuous", sets={"memory_capacity": "17 GB"})
+    assert re.search(r"row 3.*its KV cache does not fit", t["does_not_fit"][0])
+    assert math.isnan(t["throughput_tok_s"][0]) and t["tokens"][0] == 0
 
 
 # ---------------------------------------------------------------- the fast path and what it labels
@@ -252,3 +255,33 @@ def test_kv_memory_counts_three_runs_a_block_size_against_the_bound():
 def test_kv_memory_with_nothing_held_between_iterations_has_no_utilization():
     t = api.kv_memory(model=M, requests=8, output_len=1)
     assert all(math.isnan(u) for u in t["utilization"])
+
+
+def test_a_request_that_cannot_fit_alone_is_a_does_not_fit_result_not_an_error(capsys):
+    """Llama-3.1-8B on an L4 (24 GB): a 100,000-token prompt's KV cache (13.1 GB at 131,072 B a token) does not fit in the 8.1 GB the
+    weights leave. serve-sim and kv-memory say so as a result: exit 0, a row per policy or manager with nothing
+    served (times and rates NaN, no iteration), and the reason; the API gives the same rows. A request within
+    max_context that fits runs as before."""
+    import math
+
+    import perfmodel as pm
+    from perfmodel.cli import main
+
+    kw = dict(prompt_len="100000", output_len="100", requests=10)
+    t = pm.serve_sim("llama-3.1-8b", "l4", **kw)
+    assert list(t["policy"]) == ["static", "continuous"]
+    assert all("request 0: its KV cache does not fit" in x for x in t["does_not_fit"])
+    for c in ("throughput_tok_s", "mean_ttft_s", "mean_tpot_s", "makespan_s"):
+        assert all(math.isnan(v) for v in t[c]), c
+    assert list(t["tokens"]) == [0, 0] and list(t["steps"]) == [0, 0]
+    runs = pm.serve_runs("llama-3.1-8b", "l4", policy="continuous", **kw)
+    assert len(runs[0].timeline["step"]) == 0 and runs[0].summary["does_not_fit"]
+    assert main(["serve-sim", "-m", "llama-3.1-8b", "-H", "l4", "--prompt-len", "100000", "--output-len", "100",
+                 "--requests", "10"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "# does not fit (a result, not an error" in out and "8.092e+09 B left after llama-3.1-8b's weights" in out
+    assert main(["kv-memory", "-m", "llama-3.1-8b", "-H", "l4", "--prompt-len", "100000", "--output-len", "100",
+                 "--requests", "10"]) in (0, None)
+    assert "# does not fit" in capsys.readouterr().out
+    ok = pm.serve_sim("llama-3.1-8b", "l4", prompt_len="1000", output_len="100", requests=10)
+    assert "does_not_fit" not in ok and all(v > 0 for v in ok["throughput_tok_s"])

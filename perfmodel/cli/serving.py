@@ -114,6 +114,8 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
                               replicas, price, energy, mode, impl, max_tokens, concurrency, warmup, show=fmt == "table")
     econ = [c for c in serving.ECONOMICS if c in runs[0].summary]
     extra = [c for c in ["impl"] + serving.CLOSED if c in runs[0].summary]
+    unfit = [r.summary["does_not_fit"] for r in runs if r.summary.get("does_not_fit")]
+    econ += ["does_not_fit"] if unfit else []
     table = serving._table([r.summary for r in runs], serving.SUMMARY + extra + econ)
     if timeline:
         from ..fileio import write_text
@@ -121,11 +123,15 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
         write_text(timeline, render(serving.timeline(runs), "csv") + "\n", "--timeline")
     from ..report import has_layout
 
-    human = SIM_HUMAN + (LAYOUT_HUMAN if has_layout(table) else []) + [(c, c) for c in econ]
+    human = SIM_HUMAN + (LAYOUT_HUMAN if has_layout(table) else []) + [(c, c.replace("_", " ")) for c in econ]
     if concurrency is not None:
         human = human[:4] + CLOSED_HUMAN[:1] + human[4:] + CLOSED_HUMAN[1:]
     _out(_render(table, fmt, serving.SUMMARY + extra + econ, human))
-    if fmt == "table" and len(runs) == 2:
+    if fmt == "table" and unfit:
+        _out("# does not fit (a result, not an error: no request was served, so every time and rate is - here, NaN in "
+             "csv and json): "
+             + "; ".join(dict.fromkeys(unfit)))
+    if fmt == "table" and len(runs) == 2 and not unfit:
         s, c = (r.summary for r in runs)
         lat = s["mean_latency_s"] / c["mean_latency_s"]
         notes = [f"continuous vs static: {c['throughput_tok_s'] / s['throughput_tok_s']:.2f}x the throughput, "
@@ -135,7 +141,7 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
         _out("\n".join("# " + n for n in notes))
     if fmt == "table":
         _out(mode_note(mode, impl, hardware, _sets(sets)))
-        if concurrency is not None:
+        if concurrency is not None and not unfit:
             s = runs[-1].summary
             _out(f"# closed loop: {s['concurrency']:g} clients; {s.get('warmup', 0) * s['replicas']:g} warm-up requests "
                  f"left out; Little's law: {s['request_rate']:.4g} req/s x {s['mean_latency_s']:.4g} s mean E2E = "
@@ -163,7 +169,12 @@ def kv_memory(model: str = Model, hardware: str = Hardware,
                           prompt_len, output_len,
                           blocks, shared_prefix, samples, prefill, _budget(token_budget), seed, weights_dtype,
                           kv_dtype, act_dtype, _sets(sets), cost_quantum, mode, impl, max_tokens)
-    _out(_render(t, fmt, serving.KV_REPORT + [c for c in ["impl"] if c in t], KV_HUMAN))
+    unfit = "does_not_fit" in t
+    _out(_render(t, fmt, serving.KV_REPORT + [c for c in ["impl", "does_not_fit"] if c in t],
+                 KV_HUMAN + [("does_not_fit", "does not fit")]))
+    if fmt == "table" and unfit:
+        _out("# does not fit (a result, not an error: no request was served, so the run's columns are - here, NaN "
+             "in csv and json): " + "; ".join(dict.fromkeys(x for x in t["does_not_fit"] if x)))
     if fmt == "table":
         cap = t["kv_capacity_bytes"][0]
         _out(f"# KV capacity {_human('kv_capacity_bytes', cap)} (device memory - weights); memory columns are means "

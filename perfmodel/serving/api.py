@@ -117,7 +117,7 @@ def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, co
     through fastsim.run with its iteration log: the same requests, iterations and summary (tests/test_serving.py
     holds them to scheduler.simulate's), at a fraction of the time on long traces."""
     from . import fastsim
-    from .scheduler import PREFILL, result
+    from .scheduler import PREFILL, does_not_fit, result
 
     if prefill not in PREFILL:
         raise SpecError("--prefill", None, f"must be one of {', '.join(PREFILL)}, got {prefill!r}")
@@ -134,23 +134,24 @@ def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, co
         i = int(np.argmax(P + O > sizes.max_context))
         raise SpecError(tr.where[i], None, f"prompt {P[i]} + output {O[i]} tokens exceed {m.name}'s max_context "
                                            f"({sizes.max_context})")
+    label = {"kv_manager": "paged" + ("+shared" if sharing else ""),
+             "prefill": prefill if budget is None else f"{prefill}/{budget}"}
+    if conc is not None:
+        label["concurrency"] = conc
+    label["slots"] = math.inf if slots is None else slots
     ok = fastsim.fits_alone(sizes, block, P, O)
-    if not ok.all():
+    if not ok.all():  # does not fit: a result (scheduler.does_not_fit), as simulate gives it
         i = int(np.argmin(ok))
-        raise SpecError(tr.where[i], None, f"its KV cache does not fit in the {sizes.capacity:.4g} B left after "
-                                           f"{m.name}'s weights")
+        return does_not_fit(tr, cost.mode, sizes, "continuous", label, warm,
+                            f"{tr.where[i]}: its KV cache does not fit in the {sizes.capacity:.4g} B left after "
+                            f"{m.name}'s weights")
     fc = fastsim.FastCost(cost, budget)
     log: list = []
     r = fastsim.run(tr.arrival, P, O, sizes, fc, slots, budget, prefill, block, concurrency=conc, log=log,
                     progress=progress, ahead=cost.ahead)
     done = r["done"]
-    label = {"kv_manager": "paged" + ("+shared" if sharing else ""),
-             "prefill": prefill if budget is None else f"{prefill}/{budget}"}
-    if conc is not None:
-        label["concurrency"] = conc
     return result(tr, r["arrival"], r["first"], r["last"], done, r["preemptions"], (done >= 0).astype(np.int64), log,
-                  r["generated"], cost.mode, fc.calls, sizes, "continuous",
-                  {**label, "slots": math.inf if slots is None else slots}, warm)
+                  r["generated"], cost.mode, fc.calls, sizes, "continuous", label, warm)
 
 
 def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests=None, slots=8, rate=None,
@@ -224,7 +225,10 @@ def serve_runs(model="llama-2-13b", hardware="h100-sxm", policy="both", requests
     from ..api import economics
 
     if rate is not None or trace is not None:
-        _overload(runs, m.name, hw.key or hw.name)
+        _overload([r for r in runs if "does_not_fit" not in r.summary], m.name, hw.key or hw.name)
+    if any("does_not_fit" in r.summary for r in runs):  # one column for every row of the table
+        for r in runs:
+            r.summary.setdefault("does_not_fit", "")
     for r in runs:
         r.summary["throughput_tok_s"] *= R
         r.summary.update(tp=lay.tp, ep=lay.ep, replicas=R, devices=lay.devices, mode=mode)
@@ -278,7 +282,8 @@ def _table(rows: list, cols: list) -> dict:
 @functools.wraps(serve_runs)
 def serve_sim(*args, **kw) -> dict:
     runs = serve_runs(*args, **kw)
-    return _table([r.summary for r in runs], SUMMARY + [c for c in ["impl"] + CLOSED + ECONOMICS if c in runs[0].summary])
+    return _table([r.summary for r in runs], SUMMARY + [c for c in ["impl"] + CLOSED + ECONOMICS + ["does_not_fit"]
+                                                        if c in runs[0].summary])
 
 
 ECONOMICS = ["cost_per_million_tokens", "energy_per_token_j"]
@@ -341,5 +346,8 @@ def kv_memory(model="llama-2-13b", hardware="h100-sxm", requests=None, slots=Non
                      "mean_internal_bytes": s["mean_kv_internal_bytes"], "mean_future_bytes": s["mean_kv_future_bytes"],
                      "mean_external_bytes": s["mean_kv_external_bytes"], "mean_saved_bytes": s["mean_kv_saved_bytes"],
                      "preemptions": s["preemptions"], "throughput_tok_s": s["throughput_tok_s"],
-                     "mean_latency_s": s["mean_latency_s"]})
-    return _table(rows, KV_REPORT + (["impl"] if mode == "achievable" else []))
+                     "mean_latency_s": s["mean_latency_s"], "does_not_fit": s.get("does_not_fit", "")})
+        if rows[-1]["does_not_fit"]:  # no run: what it held is undefined, not 0
+            rows[-1].update({k: math.nan for k in KV_REPORT[4:] if k not in ("kv_capacity_bytes", "requests")})
+    unfit = ["does_not_fit"] if any(r["does_not_fit"] for r in rows) else []
+    return _table(rows, KV_REPORT + (["impl"] if mode == "achievable" else []) + unfit)

@@ -390,22 +390,28 @@ def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "contin
     sim.progress = progress
     if kv_manager == "contiguous":
         mem.min_region = min(sizes.bytes(mem.region_tokens(g)) for g in sim.groups)
-    _check(sim, traffic, model, policy, slots)
+    unfit = _check(sim, traffic, model, policy, slots)
     if policy == "static":
-        sim.static(traffic.max_output)
         label = {"kv_manager": "padded", "prefill": "batch"}
     else:
-        sim.continuous(prefill, budget)
         label = {"kv_manager": kv_manager + ("+shared" if kv_manager == "paged" and sharing else ""),
                  "prefill": prefill if budget is None else f"{prefill}/{budget}"}
     if conc is not None:
         label["concurrency"] = conc
-    return sim.result(policy, {**label, "slots": math.inf if slots is None else slots}, warm)
+    label["slots"] = math.inf if slots is None else slots
+    if unfit:
+        return does_not_fit(traffic, cost.mode, sizes, policy, label, warm, unfit)
+    if policy == "static":
+        sim.static(traffic.max_output)
+    else:
+        sim.continuous(prefill, budget)
+    return sim.result(policy, label, warm)
 
 
-def _check(sim: _Sim, tr: Traffic, model: Model, policy: str, slots) -> None:
-    """Every request must be able to run alone: within max_context, its samples within the slots,
-    and its cache within the memory left after the weights."""
+def _check(sim: _Sim, tr: Traffic, model: Model, policy: str, slots) -> str:
+    """Every request must be able to run alone: within max_context and its samples within the slots (else bad input,
+    SpecError), and its cache within the memory left after the weights (else the run does not fit: the reason, a
+    result; "" when every request fits)."""
     sz = sim.sizes
     for g, where in zip(sim.groups, tr.where):
         longest = max(g.outs)
@@ -418,5 +424,17 @@ def _check(sim: _Sim, tr: Traffic, model: Model, policy: str, slots) -> None:
         alone = (sz.bytes(n * min(sz.max_context, g.prompt + tr.max_output), n) <= sz.capacity
                  if policy == "static" else sim.mem.fits_alone(g))
         if not alone:
-            raise SpecError(where, None, f"its KV cache does not fit in the {sz.capacity:.4g} B left after "
-                                         f"{model.name}'s weights")
+            return f"{where}: its KV cache does not fit in the {sz.capacity:.4g} B left after {model.name}'s weights"
+    return ""
+
+
+def does_not_fit(tr: Traffic, mode: str, sizes: KVSizes, policy: str, label: dict, warmup: int, reason: str) -> SimResult:
+    """"Does not fit" as a result, not an error: a request that cannot run even alone on the device leaves every
+    time and rate of the run undefined (NaN, no request served, no iteration); the summary's does_not_fit says
+    which request and why."""
+    nan = np.full(tr.n, np.nan)
+    none = np.zeros(tr.n, dtype=np.int64)
+    r = result(tr, np.asarray(tr.arrival, dtype=np.float64), nan, nan, nan, none, none, [], 0, mode, 0, sizes, policy,
+               label, warmup)
+    r.summary.update(tokens=0, does_not_fit=reason)
+    return r
