@@ -258,10 +258,10 @@ def test_kv_memory_with_nothing_held_between_iterations_has_no_utilization():
 
 
 def test_a_request_that_cannot_fit_alone_is_a_does_not_fit_result_not_an_error(capsys):
-    """Llama-3.1-8B on an L4 (24 GB): a 100,000-token prompt's KV cache (13.1 GB at 131,072 B a token) does not fit in the 8.1 GB the
-    weights leave. serve-sim and kv-memory say so as a result: exit 0, a row per policy or manager with nothing
-    served (times and rates NaN, no iteration), and the reason; the API gives the same rows. A request within
-    max_context that fits runs as before."""
+    """Llama-3.1-8B on an L4 (24 GB): a 100,000-token prompt's KV cache (13.1 GB at 131,072 B a token) does not fit
+    in the 8.1 GB the weights leave. serve-sim and kv-memory say so as a result: exit 0, a row per policy or manager
+    with nothing served (times and rates NaN, no iteration), and the reason; the API gives the same rows. A request
+    within max_context that fits runs as before."""
     import math
 
     import perfmodel as pm

@@ -428,7 +428,8 @@ def _check(sim: _Sim, tr: Traffic, model: Model, policy: str, slots) -> str:
     return ""
 
 
-def does_not_fit(tr: Traffic, mode: str, sizes: KVSizes, policy: str, label: dict, warmup: int, reason: str) -> SimResult:
+def does_not_fit(tr: Traffic, mode: str, sizes: KVSizes, policy: str, label: dict, warmup: int,
+                 reason: str) -> SimResult:
     """"Does not fit" as a result, not an error: a request that cannot run even alone on the device leaves every
     time and rate of the run undefined (NaN, no request served, no iteration); the summary's does_not_fit says
     which request and why."""
