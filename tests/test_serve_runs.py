@@ -285,3 +285,64 @@ def test_a_request_that_cannot_fit_alone_is_a_does_not_fit_result_not_an_error(c
     assert "# does not fit" in capsys.readouterr().out
     ok = pm.serve_sim("llama-3.1-8b", "l4", prompt_len="1000", output_len="100", requests=10)
     assert "does_not_fit" not in ok and all(v > 0 for v in ok["throughput_tok_s"])
+
+
+def test_one_policy_can_fit_where_the_other_does_not_and_each_row_says_which(capsys):
+    """Four samples of a 20,000-token prompt on an L4 (61,740 tokens of KV cache for Llama-3.1-8B): static batching
+    pads a copy of the prompt per sample (80,400 tokens) and does not fit; paged blocks with the prompt shared hold
+    20,400 and run. The table keeps both rows, each with its own does_not_fit ("" where the run fit), and the notes
+    that compare the runs are left out; in csv no note line is printed. kv-memory: the contiguous and unshared paged
+    managers do not fit, the shared one runs and keeps its numbers."""
+    import math
+
+    import perfmodel as pm
+    from perfmodel.cli import main
+
+    kw = dict(prompt_len="20000", output_len="100", requests=4, samples=4, shared_prefix=0)
+    t = pm.serve_sim("llama-3.1-8b", "l4", **kw)
+    assert list(t["policy"]) == ["static", "continuous"]
+    assert "does not fit" in t["does_not_fit"][0] and t["does_not_fit"][1] == ""
+    assert math.isnan(t["throughput_tok_s"][0]) and t["throughput_tok_s"][1] > 0
+    assert t["steps"][0] == 0 and t["steps"][1] > 0
+    runs = pm.serve_runs("llama-3.1-8b", "l4", policy="static", **kw)
+    assert runs[0].summary["step_evaluations"] == 0 and len(runs[0].requests["ttft_s"]) == 4
+    args = ["-m", "llama-3.1-8b", "-H", "l4", "--prompt-len", "20000", "--output-len", "100", "--requests", "4",
+            "--samples", "4"]
+    assert main(["serve-sim", *args]) in (0, None)
+    out = capsys.readouterr().out
+    assert "# does not fit" in out and "continuous vs static" not in out
+    assert main(["serve-sim", *args, "--format", "csv"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "# does not fit" not in out and "does not fit" in out.splitlines()[1]
+    k = pm.kv_memory("llama-3.1-8b", "l4", prompt_len="20000", output_len="100", requests=4, samples=4)
+    assert list(k["manager"]) == ["contiguous", "paged", "paged+shared"] and list(k["block_size"][1:]) == [16, 16]
+    assert [bool(x) for x in k["does_not_fit"]] == [True, True, False]
+    import pandas as pd
+
+    assert pd.isna(k["peak_sequences"][0]) and pd.isna(k["mean_used_bytes"][1]) and k["peak_sequences"][2] > 0
+    assert list(k["requests"]) == [4, 4, 4] and k["kv_capacity_bytes"][0] == k["kv_capacity_bytes"][2] > 0
+    kv = ["kv-memory", "-m", "llama-3.1-8b", "-H", "l4", "--prompt-len", "20000", "--output-len", "100", "--requests",
+          "4", "--samples", "4"]
+    assert main([*kv, "--format", "csv"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "# does not fit" not in out and out.splitlines()[0].endswith("does_not_fit")
+
+
+def test_a_run_that_fits_keeps_its_notes_and_no_does_not_fit_column(capsys):
+    """The notes of serve-sim (continuous against static, the closed loop's Little's law) and kv-memory's table are
+    as before when every request fits; an unfit closed loop prints no Little's-law line."""
+    from perfmodel.cli import main
+
+    base = ["-m", "llama-3.1-8b", "-H", "l4", "--output-len", "32", "--requests", "16"]
+    assert main(["serve-sim", *base, "--prompt-len", "512"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "continuous vs static" in out and "does not fit" not in out
+    closed = ["--concurrency", "4", "--policy", "continuous"]
+    assert main(["serve-sim", *base, "--prompt-len", "512", *closed]) in (0, None)
+    assert "# closed loop: 4 clients" in capsys.readouterr().out
+    assert main(["serve-sim", *base, "--prompt-len", "100000", "--concurrency", "4", "--policy", "continuous"]) in (
+        0, None)
+    out = capsys.readouterr().out
+    assert "# closed loop" not in out and "# does not fit" in out
+    assert main(["kv-memory", *base, "--prompt-len", "512", "--format", "csv"]) in (0, None)
+    assert "does_not_fit" not in capsys.readouterr().out
