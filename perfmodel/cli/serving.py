@@ -86,6 +86,11 @@ def _budget(v: Optional[str]):
     return None if v is None or str(v).strip().lower() == "none" else v
 
 
+def _unfit_note(what: str, reasons: list) -> str:
+    return (f"# does not fit (a result, not an error: no request was served, so {what} - here, NaN in csv and json): "
+            + "; ".join(dict.fromkeys(reasons)))
+
+
 @app.command("serve-sim")
 def serve_sim(model: str = Model, hardware: str = Hardware,
               policy: str = typer.Option("both", "--policy", metavar="<static|continuous|both>", help="static, continuous or both (same trace)."),
@@ -128,9 +133,7 @@ def serve_sim(model: str = Model, hardware: str = Hardware,
         human = human[:4] + CLOSED_HUMAN[:1] + human[4:] + CLOSED_HUMAN[1:]
     _out(_render(table, fmt, serving.SUMMARY + extra + econ, human))
     if fmt == "table" and unfit:
-        _out("# does not fit (a result, not an error: no request was served, so every time and rate is - here, NaN in "
-             "csv and json): "
-             + "; ".join(dict.fromkeys(unfit)))
+        _out(_unfit_note("every time and rate is", unfit))
     if fmt == "table" and len(runs) == 2 and not unfit:
         s, c = (r.summary for r in runs)
         lat = s["mean_latency_s"] / c["mean_latency_s"]
@@ -173,8 +176,7 @@ def kv_memory(model: str = Model, hardware: str = Hardware,
     _out(_render(t, fmt, serving.KV_REPORT + [c for c in ["impl", "does_not_fit"] if c in t],
                  KV_HUMAN + [("does_not_fit", "does not fit")]))
     if fmt == "table" and unfit:
-        _out("# does not fit (a result, not an error: no request was served, so the run's columns are - here, NaN "
-             "in csv and json): " + "; ".join(dict.fromkeys(x for x in t["does_not_fit"] if x)))
+        _out(_unfit_note("the run's columns are", [x for x in t["does_not_fit"] if x]))
     if fmt == "table":
         cap = t["kv_capacity_bytes"][0]
         _out(f"# KV capacity {_human('kv_capacity_bytes', cap)} (device memory - weights); memory columns are means "

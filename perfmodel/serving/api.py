@@ -117,7 +117,7 @@ def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, co
     through fastsim.run with its iteration log: the same requests, iterations and summary (tests/test_serving.py
     holds them to scheduler.simulate's), at a fraction of the time on long traces."""
     from . import fastsim
-    from .scheduler import PREFILL, does_not_fit, result
+    from .scheduler import PREFILL, does_not_fit, result, run_label, unfit_reason
 
     if prefill not in PREFILL:
         raise SpecError("--prefill", None, f"must be one of {', '.join(PREFILL)}, got {prefill!r}")
@@ -134,17 +134,11 @@ def _fast(m, hw, tr, slots, block_size, sharing, prefill, token_budget, prec, co
         i = int(np.argmax(P + O > sizes.max_context))
         raise SpecError(tr.where[i], None, f"prompt {P[i]} + output {O[i]} tokens exceed {m.name}'s max_context "
                                            f"({sizes.max_context})")
-    label = {"kv_manager": "paged" + ("+shared" if sharing else ""),
-             "prefill": prefill if budget is None else f"{prefill}/{budget}"}
-    if conc is not None:
-        label["concurrency"] = conc
-    label["slots"] = math.inf if slots is None else slots
+    label = run_label("paged" + ("+shared" if sharing else ""), prefill, budget, conc, slots)
     ok = fastsim.fits_alone(sizes, block, P, O)
     if not ok.all():  # does not fit: a result (scheduler.does_not_fit), as simulate gives it
         i = int(np.argmin(ok))
-        return does_not_fit(tr, cost.mode, sizes, "continuous", label, warm,
-                            f"{tr.where[i]}: its KV cache does not fit in the {sizes.capacity:.4g} B left after "
-                            f"{m.name}'s weights")
+        return does_not_fit(tr, cost.mode, sizes, "continuous", label, warm, unfit_reason(tr.where[i], sizes, m))
     fc = fastsim.FastCost(cost, budget)
     log: list = []
     r = fastsim.run(tr.arrival, P, O, sizes, fc, slots, budget, prefill, block, concurrency=conc, log=log,

@@ -391,14 +391,9 @@ def simulate(model: Model, hw: Hardware, traffic: Traffic, policy: str = "contin
     if kv_manager == "contiguous":
         mem.min_region = min(sizes.bytes(mem.region_tokens(g)) for g in sim.groups)
     unfit = _check(sim, traffic, model, policy, slots)
-    if policy == "static":
-        label = {"kv_manager": "padded", "prefill": "batch"}
-    else:
-        label = {"kv_manager": kv_manager + ("+shared" if kv_manager == "paged" and sharing else ""),
-                 "prefill": prefill if budget is None else f"{prefill}/{budget}"}
-    if conc is not None:
-        label["concurrency"] = conc
-    label["slots"] = math.inf if slots is None else slots
+    label = (run_label("padded", "batch", None, conc, slots) if policy == "static" else
+             run_label(kv_manager + ("+shared" if kv_manager == "paged" and sharing else ""), prefill, budget, conc,
+                       slots))
     if unfit:
         return does_not_fit(traffic, cost.mode, sizes, policy, label, warm, unfit)
     if policy == "static":
@@ -424,8 +419,22 @@ def _check(sim: _Sim, tr: Traffic, model: Model, policy: str, slots) -> str:
         alone = (sz.bytes(n * min(sz.max_context, g.prompt + tr.max_output), n) <= sz.capacity
                  if policy == "static" else sim.mem.fits_alone(g))
         if not alone:
-            return f"{where}: its KV cache does not fit in the {sz.capacity:.4g} B left after {model.name}'s weights"
+            return unfit_reason(where, sz, model)
     return ""
+
+
+def run_label(kv_manager: str, prefill: str, budget, conc, slots) -> dict:
+    """A run's label columns: its KV manager, its prefill (with the token budget), the clients, the slots."""
+    label = {"kv_manager": kv_manager, "prefill": prefill if budget is None else f"{prefill}/{budget}"}
+    if conc is not None:
+        label["concurrency"] = conc
+    label["slots"] = math.inf if slots is None else slots
+    return label
+
+
+def unfit_reason(where: str, sizes: KVSizes, model: Model) -> str:
+    """Why a run does not fit: the request whose cache alone exceeds the memory the weights leave."""
+    return f"{where}: its KV cache does not fit in the {sizes.capacity:.4g} B left after {model.name}'s weights"
 
 
 def does_not_fit(tr: Traffic, mode: str, sizes: KVSizes, policy: str, label: dict, warmup: int,
