@@ -211,7 +211,7 @@ def test_a_disagg_point_draws_its_prompts_in_both_stages_and_its_outputs_only_in
     r = pred(p)
     assert all(sp == 0.8 for _, sp, _ in calls)
     assert calls[-2][0] == 1 and calls[-1][0] == 16 and calls[-1][2] == 10  # prefill stage, decode stage
-    assert bursts[-1] == {"profile": 10, "spread": 0.8}
+    assert bursts[-1] == {"profile": 10, "spread": 0.8, "slots": silicon.worker_cap(p, p["layout"], "prefill")}
     fixed = silicon.Predictor("roofline")(dict(p, spread=None, profile=silicon.PROFILE_ROUNDS))
     assert r["ttft_s"] < fixed["ttft_s"]  # prompts of 409-512 tokens, not 512
 

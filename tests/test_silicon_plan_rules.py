@@ -157,6 +157,33 @@ def test_a_disagg_row_s_workers_come_from_the_row_then_its_recipe_then_one_each_
     assert silicon.plan(bad)[0]["reason"].startswith("prefill: tp 7 does not divide")
 
 
+def test_a_disagg_row_that_ran_a_configuration_takes_its_pools_limits_and_a_row_without_one_keeps_the_defaults(
+        sample):
+    """disagg_limits.csv: the srt-slurm recipe of this GB200 run (ctx1_gen1_dep32_batch64_eplb0_mtp0.yaml) sets
+    max_batch_size 16 and max_num_tokens 16384 on its prefill worker, 64 and 256 on its decode worker (per
+    attention-DP rank: 32 ranks hold 64 x 32 = 2,048 requests, the run's clients); a row whose workers are recorded
+    ran no recipe the table knows, and keeps the engine's defaults."""
+    p = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_gb200_trtllm_fp4_disagg_1024x8192_c2048_tp4_0_ep4_0_352"))[0]
+    assert {k: p.get(k) for k in sp.LIMIT_KEYS} == {"prefill_max_batch": 16, "prefill_max_tokens": 16384,
+                                                    "decode_max_batch": 64, "decode_max_tokens": 256}
+    assert sp.worker_cap(p, p["decode_layout"], "decode") == 64 * 32 == p["concurrency"]
+    assert sp.worker_budget(p, p["layout"], "prefill") == 16384 * 4  # 4 attention-DP ranks
+    own = silicon.plan(_one(sample, "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759"))[0]
+    assert not any(k in own for k in sp.LIMIT_KEYS) and sp.worker_cap(own, own["decode_layout"], "decode") is None
+
+
+def test_a_limits_table_keeps_only_whole_positive_limits_and_names_its_engine(tmp_path):
+    """An empty cell is the engine's default; SGLang's chunked-prefill-size -1 (chunking off) sets no budget."""
+    f = tmp_path / "limits.csv"
+    f.write_text("id,engine,prefill_max_batch,prefill_max_tokens,prefill_mem_fraction,decode_max_batch,"
+                 "decode_max_tokens,decode_mem_fraction,evidence,note\n"
+                 "a,trtllm,16,16384,0.6,64,256,0.7,x,\nb,sglang,,-1,,22,,0.75,x,\n")
+    t = sp.disagg_limits(f)
+    assert t["a"] == ("trtllm", {"prefill_max_batch": 16, "prefill_max_tokens": 16384, "decode_max_batch": 64,
+                                 "decode_max_tokens": 256})
+    assert t["b"] == ("sglang", {"decode_max_batch": 22})
+
+
 def test_a_recipe_table_s_dp_attn_reads_true_false_or_unknown(tmp_path):
     f = tmp_path / "workers.csv"
     f.write_text("id,prefill_workers,decode_workers,prefill_gpus,prefill_dp_attn,decode_gpus,decode_dp_attn,"

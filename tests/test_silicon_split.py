@@ -193,6 +193,7 @@ class _Script:
     def __init__(self, monkeypatch, splits, stage, pre_rate, dec_rate, est, move=0.004, burst=0.5):
         self.splits, self.stage, self.pre_rate, self.dec_rate, self.est = list(splits), stage, pre_rate, dec_rate, est
         self.split_args, self.closed_calls, self.burst_n, self.devices = [], [], [], []
+        self.split_slots, self.burst_slots = [], []
         self.move, self.burst = move, burst
         pre, dec = Toy(tp=2), Toy(tp=4)
         script = self
@@ -200,8 +201,9 @@ class _Script:
         def instance(pred, p, lay, budget, moe=""):
             return pre if lay is p["layout"] else dec
 
-        def split(cls, pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p=1.0, f_d=1.0):
+        def split(cls, pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p=1.0, f_d=1.0, pslots=None):
             script.split_args.append((f_p, f_d))
+            script.split_slots.append((slots, pslots))
             return script.splits[min(len(script.split_args), len(script.splits)) - 1]
 
         def closed(pred, inst, n, isl, osl, prefilled=False, **k):
@@ -212,6 +214,7 @@ class _Script:
 
         def burst_mean(pred, inst, n, isl, steady, **k):
             script.burst_n.append(n)
+            script.burst_slots.append(k.get("slots"))
             return script.burst
 
         class Transfer:
@@ -251,6 +254,54 @@ def test_a_disaggregated_point_adds_the_burst_the_transfer_and_the_decode_worker
     assert s.burst_n == [10]  # all 20 prompts at once: 10 a prefill worker
     assert s.split_args == [(1.0, 1.0)]
     assert all(c["osl"] == 1 for c in s.closed_calls if not c["prefilled"])  # a prefill request ends at its token
+
+
+@pytest.mark.parametrize("engine, limits, want_dec, want_pre", [
+    # TensorRT-LLM: max_batch_size per attention-DP rank (the decode pool's 4 ranks, the prefill pool's 2); a decode
+    # worker's max_num_tokens also bounds its requests (tokens a request computes a step: 1 without drafts)
+    ("trtllm", {"decode_max_batch": 8, "prefill_max_batch": 3}, 32, 6),
+    ("trtllm", {"decode_max_batch": 100, "decode_max_tokens": 20}, 64, None),  # 20 x 4 = 80 > the 64 the KV holds
+    ("trtllm", {"decode_max_batch": 100, "decode_max_tokens": 10}, 40, None),
+    ("trtllm", {"prefill_max_tokens": 10}, 64, None),  # a prefill pool's max_num_tokens is its budget, no cap
+    ("sglang", {"decode_max_batch": 8, "prefill_max_batch": 3}, 8, 3),  # max-running-requests: per worker
+    ("trtllm", {}, 64, None),  # nothing set: the KV cache's bound, and no cap on a prefill iteration's prompts
+])
+def test_a_disaggregated_pool_runs_at_most_the_requests_its_configuration_allows(monkeypatch, engine, limits,
+                                                                                 want_dec, want_pre):
+    """The decode worker runs min(what its KV cache holds, max_batch_size x attention-DP ranks, max_num_tokens /
+    tokens a request computes x ranks) requests; a prefill worker's iteration holds at most its max_batch_size x
+    ranks prompts; every simulation of the point (the split, both closed loops, the burst) uses them."""
+    s = _Script(monkeypatch, [4], stage=0.2, pre_rate=1.0, dec_rate=1.0, est=(1.0, 1.0))
+    s.dec_rate = 2 * 4 / (0.2 + s.move) / 3
+    p = dict(_point(N=20, Wp=2, Wd=3), engine=engine, layout=Layout(ep=2), decode_layout=Layout(ep=4), **limits)
+    silicon.Predictor("roofline")(p)
+    assert s.split_slots == [(want_dec, want_pre)]
+    assert {c["slots"] for c in s.closed_calls if c["prefilled"]} == {want_dec}
+    assert {c.get("slots") for c in s.closed_calls if not c["prefilled"]} == {want_pre}
+    assert s.burst_slots == [want_pre]
+
+
+def test_a_disaggregated_pool_s_budget_is_its_configuration_s_max_num_tokens_per_rank():
+    p = dict(_point(), engine="trtllm", prefill_max_tokens=16384, decode_max_tokens=256)
+    assert silicon.worker_budget(p, Layout(ep=4), "prefill") == 4 * 16384
+    assert silicon.worker_budget(p, Layout(ep=4), "decode") == 4 * 256
+    assert silicon.worker_budget(p, Layout(ep=4)) == 4 * 8192  # an aggregated worker: the engine's default
+    assert silicon.worker_budget(dict(p, engine="sglang"), Layout(ep=4), "prefill") == 16384  # the worker's
+    assert silicon.worker_budget(_point(), Layout(tp=8), "prefill") == 8192  # not set: the engine's default
+
+
+def test_a_decode_worker_capped_below_its_clients_makes_them_wait_a_service_time_for_a_place():
+    """6 clients of a closed loop over 3 places, each request holding its place for D = osl iterations of a
+    constant cost: once steady, each one waits one D for a place before its first token, so TTFT grows by about
+    D over the uncapped worker's (which runs all 6 at once)."""
+    w = Toy(a=1e-3, b=0.0, c=0.0)
+    pred = silicon.Predictor("roofline", rounds=4, warmup=2)
+    free = pred.closed(w, 6, 100, 50, prefilled=True)
+    capped = pred.closed(w, 6, 100, 50, prefilled=True, slots=3)
+    D = 50 * 1e-3
+    assert capped["ttft"] - free["ttft"] == pytest.approx(D, rel=0.1)
+    assert capped["tpot"] == pytest.approx(free["tpot"], rel=1e-9)  # the same constant step, running or not
+    assert capped["rate"] == pytest.approx(free["rate"] / 2, rel=0.1)  # half the places: half the rate
 
 
 def test_the_slower_pool_sets_the_rate_whichever_it_is(monkeypatch):

@@ -70,7 +70,7 @@ from .silicon_report import (  # noqa: F401 (re-exported)
 from .silicon_plan import (  # noqa: F401 (re-exported)
     DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, BLOCK_FP8, weights_format, experts_format,
     checkpoint_pins, NVFP4_KEPT,
-    budget, worker_budget, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num, agg_parallel,
+    budget, worker_budget, worker_cap, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num, agg_parallel,
     agg_speculative, MTP_PRICED,
 )
 
@@ -277,8 +277,9 @@ class Predictor:
     def disagg(self, p: dict) -> dict:
         from .disagg import Transfer
 
-        pre = self.instance(p, p["layout"], worker_budget(p, p["layout"]), p.get("prefill_moe_backend", ""))
-        dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"]), p.get("decode_moe_backend", ""))
+        pre = self.instance(p, p["layout"], worker_budget(p, p["layout"], "prefill"), p.get("prefill_moe_backend", ""))
+        dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"], "decode"),
+                            p.get("decode_moe_backend", ""))
         N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
         tkey = (pre.serial, dec.serial)
         tr = self.transfers.get(tkey)
@@ -287,12 +288,15 @@ class Predictor:
             tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
                                                  self.impl_for(p.get("engine", "")))
         move = float(tr(np.array([isl]))[0])
-        tokens = osl
+        tokens, drafts = osl, 0
         ahead = self.ahead(p)  # the decode worker's overlap scheduler (the prefill worker's: not simulated)
         if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
             dec = self.speculative(dec, int(p["mtp"]), isl, osl)
-            osl = dec.cost.steps()
+            osl, drafts = dec.cost.steps(), int(p["mtp"])
         slots = self.no_evict(dec, isl, tokens, p["engine"])  # the MTP module's memory included
+        cap = worker_cap(p, p["decode_layout"], "decode", 1 + drafts)  # the configuration's limits (disagg_limits)
+        slots = slots if cap is None else min(slots, cap)
+        pslots = worker_cap(p, p["layout"], "prefill")  # prompts a prefill worker batches (its max_batch_size)
         # the benchmark's requests (sa-bench: 10 N measured, lengths drawn from [0.8 L, L]); speculative steps are
         # simulated at one length (agg's rule)
         bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=None if osl != tokens else p.get("spread"))
@@ -300,22 +304,22 @@ class Predictor:
         quick = dict(warmup=1, rounds=1, spread=bench["spread"])  # the split's search: one warm-up and one
         # measured request per client
         for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
-            c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d)
+            c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d, pslots)
             c_d = max(1, round((N - c_p * Wp) / Wd))
-            a = self.closed(pre, c_p, isl, 1, prefill="separate", **quick)
+            a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **quick)
             b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **quick)
                  if osl > 1 else None)
             x_p, x_d = Wp * c_p / (a["stage"] + move), (Wd * b["rate"] if b else math.inf)
             if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
                 break
-            est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d)
+            est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d, pslots)
             f_p, f_d = x_p / est_p, x_d / est_d
-        a = self.closed(pre, c_p, isl, 1, prefill="separate", **bench)  # the answer: the configured warm-up, rounds
+        a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)  # the answer: the configured warm-up, rounds
         b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **bench)
              if osl > 1 else None)
         # the benchmark's phase opens with all N prompts sent at once to an empty server: every one of them is in the
         # prefill pool's first round (N / W_p a worker), not the share c_p the pools hold once the loop is steady
-        t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"], **bench) + move
+        t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"], slots=pslots, **bench) + move
         return {"ttft_s": t_p + (b["ttft_profile"] if b else 0.0), "tpot_s": b["tpot_profile"] if b else math.nan,
                 "in_flight": math.nan,
                 "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
@@ -359,23 +363,25 @@ class Predictor:
             self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
 
     def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS,
-                   spread: float | None = None) -> float:
+                   spread: float | None = None, slots: int | None = None) -> float:
         """A prefill worker's mean stage time over the benchmark's phase of `profile` rounds: the first round is the
-        burst (n prompts at once on an empty worker, whole prompts in FIFO iterations; spread: their lengths as
-        closed's), the other rounds take the steady loop's mean `steady`."""
-        key = ("burst", inst.serial, n, isl, spread)
+        burst (n prompts at once on an empty worker, whole prompts in FIFO iterations, at most `slots` of them an
+        iteration; spread: their lengths as closed's), the other rounds take the steady loop's mean `steady`."""
+        key = ("burst", inst.serial, n, isl, spread, slots)
         b = self.results.get(key)
         if b is None:
             P = np.full(n, isl, dtype=np.int64) if spread is None else spread_lengths(isl, spread, n, 3)
-            s = fastsim.run(np.zeros(n), P, np.ones(n, dtype=np.int64), inst.sizes, inst.cost, None, inst.budget,
+            s = fastsim.run(np.zeros(n), P, np.ones(n, dtype=np.int64), inst.sizes, inst.cost, slots, inst.budget,
                             "separate", inst.block)
             b = self.results[key] = float(np.mean(s["done"]))  # sent at 0: each one's stage time
         return (b + (profile - 1) * steady) / profile
 
     @staticmethod
-    def rates(pre: Instance, dec: Instance, Wp: int, Wd: int, isl: int, osl: int, move: float, slots, c_p, c_d):
-        """The stages' request rates from their step costs (split's estimates) at c_p and c_d clients per worker."""
-        per = max(1, int(pre.budget) // max(isl, 1))
+    def rates(pre: Instance, dec: Instance, Wp: int, Wd: int, isl: int, osl: int, move: float, slots, c_p, c_d,
+              pslots=None):
+        """The stages' request rates from their step costs (split's estimates) at c_p and c_d clients per worker;
+        pslots: the prompts a prefill iteration holds at most (its max_batch_size), slots: the decode worker's."""
+        per = max(1, min(int(pre.budget) // max(isl, 1), pslots or math.inf))
         cap = int(dec.sizes.capacity // (-(-(isl + osl) // dec.block) * dec.block * dec.sizes.per_token
                                          + dec.sizes.per_seq))
         cap = max(1, min(cap, slots) if slots else cap)
@@ -390,7 +396,7 @@ class Predictor:
 
     @classmethod
     def split(cls, pre: Instance, dec: Instance, N: int, Wp: int, Wd: int, isl: int, osl: int, move: float, slots,
-              f_p: float, f_d: float) -> int:
+              f_p: float, f_d: float, pslots=None) -> int:
         """Clients per prefill worker where both stages serve the same request rate, from their step costs: a
         prefill worker with c clients runs iterations of k = min(c, budget // isl) whole prompts, serving
         k / tau_p(k) requests per second (each client also waits the transfer); a decode worker with c clients
@@ -398,7 +404,7 @@ class Predictor:
         c / ((osl - 1) tau_d(c)). f_p and f_d scale the two estimates (simulated over estimated rate at the last
         split). The bisection is on step costs only; the stages are then simulated there."""
         def x_p(c):
-            return f_p * cls.rates(pre, dec, Wp, Wd, isl, 1, move, slots, c, 1)[0]
+            return f_p * cls.rates(pre, dec, Wp, Wd, isl, 1, move, slots, c, 1, pslots)[0]
 
         def x_d(c):
             return f_d * cls.rates(pre, dec, Wp, Wd, isl, osl, move, slots, 1, c)[1]

@@ -373,6 +373,9 @@ def plan(df, recipes=None) -> list[dict]:
             if wp is None or wd is None:
                 wp, wd = wp or 1, wd or 1
                 r["assumed"] = "; ".join(x for x in (r["assumed"], f"{WORKERS_ASSUMED}: {wp} prefill, {wd} decode") if x)
+            lim = disagg_limits().get(row["id"]) if rec is not None else None
+            if lim is not None and lim[0] == row["backend"]:  # the limits its configuration set (disagg_limits)
+                r.update(lim[1])
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
 
@@ -419,6 +422,26 @@ def recipe_workers(path=None) -> dict:
                 "decode_dp_attn": {"true": True, "false": False}.get(r["decode_dp_attn"]),
                 "speculative": r["speculative"], "mtp": _drafts(r), "source": r["source"]} for r in csv.DictReader(f)}
     return _RECIPES[p]
+
+
+LIMITS = DATA.parent / "inferencex" / "disagg_limits.csv"
+_LIMITS: dict = {}
+LIMIT_KEYS = ("prefill_max_batch", "prefill_max_tokens", "decode_max_batch", "decode_max_tokens")
+
+
+def disagg_limits(path=None) -> dict:
+    """id -> (engine, {limit: value}) of a disaggregated InferenceX row: the max_batch_size and max_num_tokens
+    (SGLang: max-running-requests, chunked-prefill-size) its configuration set for the prefill and the decode
+    workers (perfmodel/measure/data/inferencex/README.md, bench/inferencex_workers/limits.py); a limit the
+    configuration left at the engine's default is absent."""
+    import csv
+
+    p = LIMITS if path is None else Path(path)
+    if p not in _LIMITS:
+        with open(p, newline="", encoding="utf-8") as f:
+            _LIMITS[p] = {r["id"]: (r["engine"], {k: _int(r[k]) for k in LIMIT_KEYS if _int(r[k])})
+                          for r in csv.DictReader(f)}
+    return _LIMITS[p]
 
 
 AGG_SPECULATIVE = DATA.parent / "inferencex" / "agg_speculative.csv"
@@ -565,12 +588,29 @@ def _recipe_layout(rec: dict, row, stage: str) -> tuple:
 PREFILL = ENGINE_PREFILL  # each engine's default prompt batching; the sources are in scheduler.py
 
 
-def worker_budget(p: dict, lay: Layout) -> int:
-    """The tokens per iteration of one worker of this layout, from the engine's default p["budget"] (budget).
+def worker_budget(p: dict, lay: Layout, pool: str = "") -> int:
+    """The tokens per iteration of one worker of this layout, from the engine's default p["budget"] (budget), or a
+    disaggregated pool's ("prefill", "decode") max_num_tokens / chunked-prefill-size where its configuration set it
+    (disagg_limits).
     Under attention DP (lay.ep ranks) TensorRT-LLM and vLLM run one scheduler per rank, each with the whole
     default, so the worker runs lay.ep times it. TensorRT-LLM: each rank runs its own executor and scheduler and
     nothing divides the limits by the DP size (ai-dynamo/dynamo#11982; the per-rank max_num_tokens assert:
     NVIDIA/TensorRT-LLM#14481). vLLM: "each DP rank is deployed as a separate 'core engine' process" (docs,
     serving/data_parallel_deployment.md). SGLang divides chunked_prefill_size among the ranks (server_args.py
     _handle_data_parallelism: chunked_prefill_size // dp_size), so its worker runs the default."""
-    return p["budget"] if p.get("engine") == "sglang" else p["budget"] * lay.ep
+    b = (p.get(f"{pool}_max_tokens") if pool else None) or p["budget"]
+    return b if p.get("engine") == "sglang" else b * lay.ep
+
+
+def worker_cap(p: dict, lay: Layout, pool: str, row_tokens: int = 1) -> int | None:
+    """The requests one worker of a disaggregated pool runs at once, from its configuration (disagg_limits): the
+    max_batch_size of each attention-DP rank (TensorRT-LLM: "Maximum number of requests that the engine can
+    schedule", per rank as worker_budget's limits) or SGLang's max-running-requests of the worker, and on a decode
+    worker also max_num_tokens over the tokens each running request computes a step (row_tokens: 1 + its drafts;
+    TensorRT-LLM's scheduler counts a generation request's draft tokens against max_num_tokens). None where the
+    configuration set neither (the engine's default, which the KV cache bounds first)."""
+    n, t = p.get(f"{pool}_max_batch"), p.get(f"{pool}_max_tokens") if pool == "decode" else None
+    caps = [c for c in (n, t and max(1, t // row_tokens)) if c]
+    if not caps:
+        return None
+    return min(caps) * (1 if p.get("engine") == "sglang" else lay.ep)
