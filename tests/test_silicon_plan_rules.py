@@ -161,14 +161,18 @@ def test_a_disagg_row_that_ran_a_configuration_takes_its_pools_limits_and_a_row_
         sample):
     """disagg_limits.csv: the srt-slurm recipe of this GB200 run (ctx1_gen1_dep32_batch64_eplb0_mtp0.yaml) sets
     max_batch_size 16 and max_num_tokens 16384 on its prefill worker, 64 and 256 on its decode worker (per
-    attention-DP rank: 32 ranks hold 64 x 32 = 2,048 requests, the run's clients); a row whose workers are recorded
-    ran no recipe the table knows, and keeps the engine's defaults."""
+    attention-DP rank: 32 ranks hold 64 x 32 = 2,048 requests, the run's clients). A row that records its workers
+    takes the limits of the entries it matches where they all agree (DeepSeek-R1 on H100: 3 decode workers of
+    max_batch_size 1 for 6 clients); where they disagree it keeps the engine's defaults."""
     p = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_gb200_trtllm_fp4_disagg_1024x8192_c2048_tp4_0_ep4_0_352"))[0]
     assert {k: p.get(k) for k in sp.LIMIT_KEYS} == {"prefill_max_batch": 16, "prefill_max_tokens": 16384,
                                                     "decode_max_batch": 64, "decode_max_tokens": 256}
     assert sp.worker_cap(p, p["decode_layout"], "decode") == 64 * 32 == p["concurrency"]
     assert sp.worker_budget(p, p["layout"], "prefill") == 16384 * 4  # 4 attention-DP ranks
-    own = silicon.plan(_one(sample, "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759"))[0]
+    h100 = silicon.plan(_one(sample, "dsr1_h100_trtllm_fp8_disagg_1024x1024_c6_cfg494"))[0]
+    assert h100["workers"] == "recorded" and h100["decode_workers"] == 3 and h100["concurrency"] == 6
+    assert sp.worker_cap(h100, h100["decode_layout"], "decode") == 1  # tp 16, no attention DP: one a worker
+    own = silicon.plan(_one(sample, "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c192_cfg759"))[0]  # ambiguous
     assert not any(k in own for k in sp.LIMIT_KEYS) and sp.worker_cap(own, own["decode_layout"], "decode") is None
 
 

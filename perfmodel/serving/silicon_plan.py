@@ -373,7 +373,7 @@ def plan(df, recipes=None) -> list[dict]:
             if wp is None or wd is None:
                 wp, wd = wp or 1, wd or 1
                 r["assumed"] = "; ".join(x for x in (r["assumed"], f"{WORKERS_ASSUMED}: {wp} prefill, {wd} decode") if x)
-            lim = disagg_limits().get(row["id"]) if rec is not None else None
+            lim = disagg_limits().get(row["id"])
             if lim is not None and lim[0] == row["backend"]:  # the limits its configuration set (disagg_limits)
                 r.update(lim[1])
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
