@@ -438,6 +438,20 @@ d[["concurrency", "layout", "speculative", "measured_tpot_ms", "predicted_tpot_m
     s[s.category.isin(["deployment", "speculative"])]
 """),
     ("markdown", """
+Each pool also runs the limits its configuration set (`disagg_limits.csv`: the recipe's `max_batch_size` and
+`max_num_tokens` per attention-DP rank, with the file and line each was read from). DeepSeek-R1 on H100 under
+TensorRT-LLM ran 6 clients on 3 decode workers of `max_batch_size` 1: half the requests wait a whole request's
+decode for a place, and TTFT is seconds, not milliseconds.
+"""),
+    ("code", """
+from perfmodel.serving import silicon
+
+rows = silicon.load()
+rows[rows.id.str.startswith("dsr1_h100_trtllm_fp8_disagg_1024x1024")].to_csv("h100_disagg.csv", index=False)
+h = pm.serving_validation(sample="h100_disagg.csv", modes=("achievable",))
+h[["concurrency", "layout", "measured_ttft_ms", "predicted_ttft_ms", "measured_tpot_ms", "predicted_tpot_ms"]]
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
