@@ -444,11 +444,16 @@ TensorRT-LLM ran 6 clients on 3 decode workers of `max_batch_size` 1: half the r
 decode for a place, and TTFT is seconds, not milliseconds.
 """),
     ("code", """
+import os
+import tempfile
+
 from perfmodel.serving import silicon
 
 rows = silicon.load()
-rows[rows.id.str.startswith("dsr1_h100_trtllm_fp8_disagg_1024x1024")].to_csv("h100_disagg.csv", index=False)
-h = pm.serving_validation(sample="h100_disagg.csv", modes=("achievable",))
+with tempfile.TemporaryDirectory() as tmp:  # the four rows, as a sample of their own
+    f = os.path.join(tmp, "h100_disagg.csv")
+    rows[rows.id.str.startswith("dsr1_h100_trtllm_fp8_disagg_1024x1024")].to_csv(f, index=False)
+    h = pm.serving_validation(sample=f, modes=("achievable",))
 h[["concurrency", "layout", "measured_ttft_ms", "predicted_ttft_ms", "measured_tpot_ms", "predicted_tpot_ms"]]
 """),
     ("markdown", """
