@@ -281,6 +281,41 @@ def test_a_disaggregated_pool_runs_at_most_the_requests_its_configuration_allows
     assert s.burst_slots == [want_pre]
 
 
+@pytest.mark.parametrize("limits, row_tokens, want", [
+    ({"decode_max_batch": 100, "decode_max_tokens": 10}, None, 10),  # one token a request: max_num_tokens requests
+    ({"decode_max_batch": 100, "decode_max_tokens": 10}, 4, 2),  # 3 drafts: 4 tokens a request, 10 // 4 whole ones
+    ({"decode_max_batch": 8, "decode_max_tokens": 2}, 4, 1),  # fewer tokens than one request computes: still one
+    ({"decode_max_batch": 8, "decode_max_tokens": 64}, 4, 8),  # max_batch_size binds
+    ({"decode_max_tokens": 64}, 4, 16),
+])
+def test_a_decode_worker_s_places_are_its_max_batch_size_or_its_max_num_tokens_over_a_request_s_tokens(
+        limits, row_tokens, want):
+    """Per attention-DP rank: min(max_batch_size, max(1, max_num_tokens // (1 + drafts))), in whole requests."""
+    p = dict(_point(), engine="trtllm", **limits)
+    got = (silicon.worker_cap(p, Layout(), "decode") if row_tokens is None
+           else silicon.worker_cap(p, Layout(), "decode", row_tokens))
+    assert got == want and isinstance(got, int)
+    assert silicon.worker_cap(p, Layout(ep=4), "decode", row_tokens or 1) == 4 * want
+
+
+def test_an_mtp_decode_worker_counts_each_request_s_drafts_against_its_max_num_tokens(monkeypatch):
+    """A recipe that ran MTP with 3 drafts: a decode request computes 4 tokens a step, so max_num_tokens 40 per
+    rank holds 10 requests (4 ranks: 40), below max_batch_size 100."""
+    s = _Script(monkeypatch, [4], stage=0.2, pre_rate=1.0, dec_rate=1.0, est=(1.0, 1.0))
+    s.dec_rate = 2 * 4 / (0.2 + s.move) / 3
+
+    def speculative(pred, inst, k, isl, osl):
+        inst.cost.steps = lambda: osl  # the stand-in's steps: one a token
+        return inst
+
+    monkeypatch.setattr(silicon.Predictor, "speculative", speculative)
+    p = dict(_point(N=20, Wp=2, Wd=3), engine="trtllm", layout=Layout(ep=2), decode_layout=Layout(ep=4),
+             model="deepseek-r1", speculative="mtp", mtp=3, decode_max_batch=100, decode_max_tokens=40)
+    assert silicon.Predictor.mtp_priced(p)
+    silicon.Predictor("roofline")(p)
+    assert s.split_slots == [(40, None)]
+
+
 def test_a_disaggregated_pool_s_budget_is_its_configuration_s_max_num_tokens_per_rank():
     p = dict(_point(), engine="trtllm", prefill_max_tokens=16384, decode_max_tokens=256)
     assert silicon.worker_budget(p, Layout(ep=4), "prefill") == 4 * 16384
