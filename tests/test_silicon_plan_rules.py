@@ -176,6 +176,16 @@ def test_a_disagg_row_that_ran_a_configuration_takes_its_pools_limits_and_a_row_
     assert not any(k in own for k in sp.LIMIT_KEYS) and sp.worker_cap(own, own["decode_layout"], "decode") is None
 
 
+def test_every_row_of_the_shipped_limits_table_is_a_disaggregated_row_of_the_sample_and_names_its_engine(sample):
+    """A limit is read under its engine's names: a row whose engine were not its run's backend would be dropped by
+    the plan (silently keeping the defaults), so every row names the backend the sample records."""
+    t = sp.disagg_limits()
+    rows = sample.set_index("id")
+    assert len(t) == 1331 and set(t) <= set(rows.index)
+    assert all(rows.loc[i, "mode"] == "disagg" and eng == rows.loc[i, "backend"] for i, (eng, _) in t.items())
+    assert sum(bool(lim) for _, lim in t.values()) == 996 + 169  # the rows with at least one limit
+
+
 def test_a_limits_table_keeps_only_whole_positive_limits_and_names_its_engine(tmp_path):
     """An empty cell is the engine's default; SGLang's chunked-prefill-size -1 (chunking off) sets no budget."""
     f = tmp_path / "limits.csv"
