@@ -439,7 +439,7 @@ d[["concurrency", "layout", "speculative", "measured_tpot_ms", "predicted_tpot_m
 """),
     ("markdown", """
 Each pool also runs the limits its configuration set (`disagg_limits.csv`: the recipe's `max_batch_size` and
-`max_num_tokens` per attention-DP rank, with the file and line each was read from). DeepSeek-R1 on H100 under
+`max_num_tokens` per attention-DP rank, SGLang's per worker, with the file and line each was read from). DeepSeek-R1 on H100 under
 TensorRT-LLM ran 6 clients on 3 decode workers of `max_batch_size` 1: half the requests wait a whole request's
 decode for a place, and TTFT is seconds, not milliseconds.
 """),

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import perfmodel as pm
+from perfmodel.errors import SpecError
 from perfmodel.runconfig import Layout
 from perfmodel.serving import silicon, silicon_plan as sp
 
@@ -186,6 +187,13 @@ def test_every_row_of_the_shipped_limits_table_is_a_disaggregated_row_of_the_sam
     assert sum(bool(lim) for _, lim in t.values()) == 996 + 169  # the rows with at least one limit
 
 
+def test_a_plan_refuses_limits_read_under_another_engine_s_names(sample, monkeypatch):
+    row = _one(sample, "dsr1_h100_trtllm_fp8_disagg_1024x1024_c6_cfg494")
+    monkeypatch.setattr(sp, "disagg_limits", lambda path=None: {row["id"].iloc[0]: ("sglang", {"decode_max_batch": 4})})
+    with pytest.raises(SpecError, match="sglang's limits for a trtllm run"):
+        silicon.plan(row)
+
+
 def test_a_limits_table_keeps_only_whole_positive_limits_and_names_its_engine(tmp_path):
     """An empty cell is the engine's default; SGLang's chunked-prefill-size -1 (chunking off) sets no budget."""
     f = tmp_path / "limits.csv"
@@ -196,6 +204,10 @@ def test_a_limits_table_keeps_only_whole_positive_limits_and_names_its_engine(tm
     assert t["a"] == ("trtllm", {"prefill_max_batch": 16, "prefill_max_tokens": 16384, "decode_max_batch": 64,
                                  "decode_max_tokens": 256})
     assert t["b"] == ("sglang", {"decode_max_batch": 22})
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f.read_text().replace("a,trtllm,", "a,,"))
+    with pytest.raises(SpecError, match="row a: '' is not one of trtllm, vllm, sglang"):
+        sp.disagg_limits(bad)  # a row without its engine's names is refused, not dropped unseen
 
 
 def test_a_recipe_table_s_dp_attn_reads_true_false_or_unknown(tmp_path):

@@ -265,6 +265,7 @@ def test_a_disaggregated_point_adds_the_burst_the_transfer_and_the_decode_worker
     ("trtllm", {"prefill_max_tokens": 10}, 64, None),  # a prefill pool's max_num_tokens is its budget, no cap
     ("sglang", {"decode_max_batch": 8, "prefill_max_batch": 3}, 8, 3),  # max-running-requests: per worker
     ("trtllm", {}, 64, None),  # nothing set: the KV cache's bound, and no cap on a prefill iteration's prompts
+    ("sglang", {"decode_max_tokens": 10}, 64, None),  # SGLang's chunked-prefill-size does not bound decode rows
 ])
 def test_a_disaggregated_pool_runs_at_most_the_requests_its_configuration_allows(monkeypatch, engine, limits,
                                                                                  want_dec, want_pre):
@@ -325,18 +326,18 @@ def test_a_disaggregated_pool_s_budget_is_its_configuration_s_max_num_tokens_per
     assert silicon.worker_budget(_point(), Layout(tp=8), "prefill") == 8192  # not set: the engine's default
 
 
-def test_a_decode_worker_capped_below_its_clients_makes_them_wait_a_service_time_for_a_place():
-    """6 clients of a closed loop over 3 places, each request holding its place for D = osl iterations of a
-    constant cost: once steady, each one waits one D for a place before its first token, so TTFT grows by about
-    D over the uncapped worker's (which runs all 6 at once)."""
-    w = Toy(a=1e-3, b=0.0, c=0.0)
-    pred = silicon.Predictor("roofline", rounds=4, warmup=2)
-    free = pred.closed(w, 6, 100, 50, prefilled=True)
-    capped = pred.closed(w, 6, 100, 50, prefilled=True, slots=3)
-    D = 50 * 1e-3
-    assert capped["ttft"] - free["ttft"] == pytest.approx(D, rel=0.1)
-    assert capped["tpot"] == pytest.approx(free["tpot"], rel=1e-9)  # the same constant step, running or not
-    assert capped["rate"] == pytest.approx(free["rate"] / 2, rel=0.1)  # half the places: half the rate
+def test_a_prefill_worker_s_max_batch_size_bounds_the_prompts_an_iteration_holds():
+    """With max_batch_size x ranks = 2 below the budget's 4 whole prompts, the split's estimate runs k = 2 a step,
+    and the opening burst of 8 prompts runs 4 iterations of 2 (mean (1 + 2 + 3 + 4) / 4 of them) in place of 2
+    of 4 (mean 1.5)."""
+    pre = Toy(a=1e-3, b=1e-6, c=1e-8)  # 4,096 tokens an iteration: 4 whole 1,000-token prompts
+    tau = {k: 1e-3 + 1e-6 * k * 1000 + 1e-8 * k * 1000 for k in (2, 4)}
+    got = silicon.Predictor.rates(pre, Toy(), 1, 1, 1000, 1, 0.0, None, 10, 1, 2)[0]
+    assert got == pytest.approx(min(10 / (10 / 2 * tau[2]), 2 / tau[2]), rel=1e-12)
+    assert silicon.Predictor.rates(pre, Toy(), 1, 1, 1000, 1, 0.0, None, 10, 1)[0] == pytest.approx(4 / tau[4])
+    pred = silicon.Predictor("roofline")
+    assert pred.burst_mean(pre, 8, 1000, 0.0, profile=1) == pytest.approx(1.5 * tau[4], rel=1e-9)
+    assert pred.burst_mean(pre, 8, 1000, 0.0, profile=1, slots=2) == pytest.approx(2.5 * tau[2], rel=1e-9)
 
 
 def test_the_slower_pool_sets_the_rate_whichever_it_is(monkeypatch):

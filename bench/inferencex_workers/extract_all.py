@@ -1,3 +1,6 @@
+"""Every version of InferenceX's .github/configs/nvidia-master.yaml in the mirror (all refs, no date window: a copy of
+extract.py's reading), parsed, to /tmp/sub/ix/versions.json, for limits_cfg.py and limits_check.py. Run first
+(about 6 min); the mirror path is that of this machine."""
 import subprocess, yaml, json, sys
 R='/work/.mirror/SemiAnalysisAI+InferenceX/repo'
 P='.github/configs/nvidia-master.yaml'

@@ -25,6 +25,7 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, 'perfmodel/measure/data/inferencex')
+FIRST = '/tmp/sub/limits_first.csv'  # each row's first configuration entry (limits_merge.py reads it)
 SRT = '/work/.mirror/NVIDIA+srt-slurm/repo'
 IX = '/work/.mirror/SemiAnalysisAI+InferenceX/repo'
 MASTER = '.github/configs/nvidia-master.yaml'
@@ -241,7 +242,7 @@ def main():
         res['evidence'] = '; '.join(evid)
         res['note'] = '; '.join(notes)
         out.append(res)
-    dst = os.path.join(DATA, 'disagg_limits.csv')
+    dst = FIRST  # the first pass; limits_merge.py makes the shipped table
     tmp = dst + '.tmp'
     with open(tmp, 'w', newline='') as f:
         w = csv.DictWriter(f, COLS, lineterminator='\n')

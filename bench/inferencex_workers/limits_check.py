@@ -37,7 +37,7 @@ import limits_cfg as LC  # noqa: E402
 ROOT = L.ROOT
 SAMPLE = os.path.join(ROOT, 'perfmodel/measure/data/aiconfigurator/silicon_sample.csv')
 WORKERS = os.path.join(L.DATA, 'disagg_workers.csv')
-LIMITS = os.path.join(L.DATA, 'disagg_limits.csv')
+LIMITS = L.FIRST  # limits.py's first pass, which this checks
 OUT = '/tmp/sub/lc/limits_checked.csv'
 DIAG = '/tmp/sub/lc/candidates.json'
 USE = ['id', 'silicon_data_source', 'backend', 'model_path', 'system', 'precision', 'mode', 'isl', 'osl',

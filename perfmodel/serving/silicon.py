@@ -288,11 +288,13 @@ class Predictor:
             tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
                                                  self.impl_for(p.get("engine", "")))
         move = float(tr(np.array([isl]))[0])
-        tokens, drafts = osl, 0
+        tokens = osl
+        # a request's drafts count against the decode worker's max_num_tokens whether or not their speedup is priced
+        drafts = int(p["mtp"]) if p.get("speculative") == "mtp" and p.get("mtp") else 0
         ahead = self.ahead(p)  # the decode worker's overlap scheduler (the prefill worker's: not simulated)
         if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
             dec = self.speculative(dec, int(p["mtp"]), isl, osl)
-            osl, drafts = dec.cost.steps(), int(p["mtp"])
+            osl = dec.cost.steps()
         slots = self.no_evict(dec, isl, tokens, p["engine"])  # the MTP module's memory included
         cap = worker_cap(p, p["decode_layout"], "decode", 1 + drafts)  # the configuration's limits (disagg_limits)
         slots = slots if cap is None else min(slots, cap)

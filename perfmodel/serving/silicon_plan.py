@@ -374,7 +374,10 @@ def plan(df, recipes=None) -> list[dict]:
                 wp, wd = wp or 1, wd or 1
                 r["assumed"] = "; ".join(x for x in (r["assumed"], f"{WORKERS_ASSUMED}: {wp} prefill, {wd} decode") if x)
             lim = disagg_limits().get(row["id"])
-            if lim is not None and lim[0] == row["backend"]:  # the limits its configuration set (disagg_limits)
+            if lim is not None:  # the limits its configuration set (disagg_limits), under its engine's names
+                if lim[0] != row["backend"]:
+                    raise SpecError(str(LIMITS), "engine", f"row {row['id']}: {lim[0]}'s limits for a "
+                                                           f"{row['backend']} run")
                 r.update(lim[1])
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
@@ -439,8 +442,11 @@ def disagg_limits(path=None) -> dict:
     p = LIMITS if path is None else Path(path)
     if p not in _LIMITS:
         with open(p, newline="", encoding="utf-8") as f:
-            _LIMITS[p] = {r["id"]: (r["engine"], {k: _int(r[k]) for k in LIMIT_KEYS if _int(r[k])})
-                          for r in csv.DictReader(f)}
+            t = {r["id"]: (r["engine"], {k: _int(r[k]) for k in LIMIT_KEYS if _int(r[k])}) for r in csv.DictReader(f)}
+        bad = next((i for i, (e, _) in t.items() if e not in ENGINE_LIMITS), None)
+        if bad is not None:  # a limit is read under its engine's names: an unnamed one would be dropped unseen
+            raise SpecError(str(p), "engine", f"row {bad}: {t[bad][0]!r} is not one of {', '.join(ENGINE_LIMITS)}")
+        _LIMITS[p] = t
     return _LIMITS[p]
 
 
@@ -599,18 +605,26 @@ def worker_budget(p: dict, lay: Layout, pool: str = "") -> int:
     serving/data_parallel_deployment.md). SGLang divides chunked_prefill_size among the ranks (server_args.py
     _handle_data_parallelism: chunked_prefill_size // dp_size), so its worker runs the default."""
     b = (p.get(f"{pool}_max_tokens") if pool else None) or p["budget"]
-    return b if p.get("engine") == "sglang" else b * lay.ep
+    return b * _ranks(p, lay)
+
+
+def _ranks(p: dict, lay: Layout) -> int:
+    """How many times a worker runs its configured limits: once a rank under attention DP in TensorRT-LLM and vLLM
+    (lay.ep ranks, each its own scheduler), once a worker in SGLang (worker_budget's sources)."""
+    return 1 if p.get("engine") == "sglang" else lay.ep
 
 
 def worker_cap(p: dict, lay: Layout, pool: str, row_tokens: int = 1) -> int | None:
     """The requests one worker of a disaggregated pool runs at once, from its configuration (disagg_limits): the
     max_batch_size of each attention-DP rank (TensorRT-LLM: "Maximum number of requests that the engine can
-    schedule", per rank as worker_budget's limits) or SGLang's max-running-requests of the worker, and on a decode
-    worker also max_num_tokens over the tokens each running request computes a step (row_tokens: 1 + its drafts;
-    TensorRT-LLM's scheduler counts a generation request's draft tokens against max_num_tokens). None where the
+    schedule", per rank as worker_budget's limits) or SGLang's max-running-requests of the worker, and on a
+    TensorRT-LLM or vLLM decode worker also max_num_tokens over the tokens each running request computes a step
+    (row_tokens: 1 + its drafts; TensorRT-LLM's scheduler counts a generation request's draft tokens against
+    max_num_tokens). SGLang's chunked-prefill-size bounds prompt chunks, not running requests. None where the
     configuration set neither (the engine's default, which the KV cache bounds first)."""
-    n, t = p.get(f"{pool}_max_batch"), p.get(f"{pool}_max_tokens") if pool == "decode" else None
+    n = p.get(f"{pool}_max_batch")
+    t = p.get(f"{pool}_max_tokens") if pool == "decode" and p.get("engine") != "sglang" else None
     caps = [c for c in (n, t and max(1, t // row_tokens)) if c]
     if not caps:
         return None
-    return min(caps) * (1 if p.get("engine") == "sglang" else lay.ep)
+    return min(caps) * _ranks(p, lay)
