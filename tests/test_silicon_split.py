@@ -315,6 +315,9 @@ def test_an_mtp_decode_worker_counts_each_request_s_drafts_against_its_max_num_t
     assert silicon.Predictor.mtp_priced(p)
     silicon.Predictor("roofline")(p)
     assert s.split_slots == [(40, None)]
+    # a run that may not have drafted (its MTP and non-MTP entries both fit) counts one token a request
+    silicon.Predictor("roofline")(dict(p, speculative="mtp|none", decode_max_tokens=8))
+    assert s.split_slots[-1] == (32, None)
 
 
 def test_a_disaggregated_pool_s_budget_is_its_configuration_s_max_num_tokens_per_rank():
