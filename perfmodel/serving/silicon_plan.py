@@ -4,7 +4,6 @@ model, device, precision, layout(s), workers, concurrency and the engine's token
 re-exports all of it."""
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -14,6 +13,12 @@ from ..errors import SpecError
 from ..formats import get_format
 from ..ops import Layout
 from .scheduler import ENGINE_PREFILL
+from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
+    _num, _int, MOE_BACKENDS, _MOE_BACKENDS, moe_backends, RECIPES, _RECIPES, SA_BENCH, recipe_workers, LIMITS,
+    _LIMITS, LIMIT_KEYS, disagg_limits, AGG_SPECULATIVE, _AGG_SPECULATIVE, MTP_PRICED, agg_speculative,
+    AGG_TOPOLOGY, _AGG_TOPOLOGY, agg_topology, AGG_CONFIG, _AGG_CONFIG, ENGINE_LIMITS, ADP_TIMEOUT_ITERS,
+    ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts,
+)
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
 DATA = Path(__file__).resolve().parent.parent / "measure" / "data" / "aiconfigurator"
@@ -134,19 +139,6 @@ def budget(engine: str, hw) -> int:
     return 8192
 
 
-
-
-def _num(x) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v
-
-
-def _int(x) -> int | None:
-    v = _num(x)
-    return int(v) if math.isfinite(v) and v >= 1 and v == int(v) else None
 
 
 def load(path=None):
@@ -381,202 +373,6 @@ def plan(df, recipes=None) -> list[dict]:
                 r.update(lim[1])
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
-
-
-MOE_BACKENDS = DATA.parent / "inferencex" / "moe_backends.csv"
-_MOE_BACKENDS: dict = {}
-
-
-def moe_backends(path=None) -> dict:
-    """id -> (prefill, decode) TensorRT-LLM MoE backend (moe_config.backend) of an InferenceX row, as its benchmark
-    script (aggregated rows: the same backend twice) or srt-slurm recipe set it (perfmodel/measure/data/inferencex/
-    README.md; bench/inferencex_agg/moe_backend.py); "" for a pool whose recipe names none (the engine's AUTO)."""
-    import csv
-
-    p = MOE_BACKENDS if path is None else Path(path)
-    if p not in _MOE_BACKENDS:
-        with open(p, newline="", encoding="utf-8") as f:
-            _MOE_BACKENDS[p] = {r["id"]: (r["prefill_moe_backend"], r["decode_moe_backend"]) for r in csv.DictReader(f)}
-    return _MOE_BACKENDS[p]
-
-
-RECIPES = DATA.parent / "inferencex" / "disagg_workers.csv"
-_RECIPES: dict = {}
-# the benchmark of the disagg rows that ran an srt-slurm recipe: sa-bench (src/srtctl/benchmarks/scripts/sa-bench/
-# bench.sh, the same at every recipe commit the rows name, 75f6e32a3cfc to 5063eb432640): after 2 N warm-up prompts,
-# num_prompts=$((concurrency * 10)) measured, each length drawn by benchmark_serving.py with --random-range-ratio 0.8
-SA_BENCH = {"profile": 10, "spread": 0.8}
-
-
-def recipe_workers(path=None) -> dict:
-    """id -> the workers of a disaggregated row that does not record them, from the InferenceX configuration and
-    srt-slurm recipe it ran (perfmodel/measure/data/inferencex/README.md; the matching:
-    docs/validation/disagg-workers.md): prefill_workers, decode_workers, per pool its GPUs per worker and
-    attention DP (True, False or None where the recipes disagree), speculative ("mtp", "none", "mtp|none")."""
-    import csv
-
-    p = RECIPES if path is None else Path(path)
-    if p not in _RECIPES:
-        with open(p, newline="", encoding="utf-8") as f:
-            _RECIPES[p] = {r["id"]: {
-                "prefill_workers": int(r["prefill_workers"]), "decode_workers": int(r["decode_workers"]),
-                "prefill_gpus": _int(r["prefill_gpus"]), "decode_gpus": _int(r["decode_gpus"]),
-                "prefill_dp_attn": {"true": True, "false": False}.get(r["prefill_dp_attn"]),
-                "decode_dp_attn": {"true": True, "false": False}.get(r["decode_dp_attn"]),
-                "speculative": r["speculative"], "mtp": _drafts(r), "source": r["source"]} for r in csv.DictReader(f)}
-    return _RECIPES[p]
-
-
-LIMITS = DATA.parent / "inferencex" / "disagg_limits.csv"
-_LIMITS: dict = {}
-LIMIT_KEYS = ("prefill_max_batch", "prefill_max_tokens", "decode_max_batch", "decode_max_tokens")
-
-
-def disagg_limits(path=None) -> dict:
-    """id -> (engine, {limit: value}) of a disaggregated InferenceX row: the max_batch_size and max_num_tokens
-    (SGLang: max-running-requests, chunked-prefill-size) its configuration set for the prefill and the decode
-    workers (perfmodel/measure/data/inferencex/README.md, bench/inferencex_workers/limits.py); a limit the
-    configuration left at the engine's default is absent."""
-    import csv
-
-    p = LIMITS if path is None else Path(path)
-    if p not in _LIMITS:
-        with open(p, newline="", encoding="utf-8") as f:
-            t = {r["id"]: (r["engine"], {k: _int(r[k]) for k in LIMIT_KEYS if _int(r[k])}) for r in csv.DictReader(f)}
-        bad = next((i for i, (e, _) in t.items() if e not in ENGINE_LIMITS), None)
-        if bad is not None:  # a limit is read under its engine's names: an unnamed one would be dropped unseen
-            raise SpecError(str(p), "engine", f"row {bad}: {t[bad][0]!r} is not one of {', '.join(ENGINE_LIMITS)}")
-        _LIMITS[p] = t
-    return _LIMITS[p]
-
-
-AGG_SPECULATIVE = DATA.parent / "inferencex" / "agg_speculative.csv"
-_AGG_SPECULATIVE: dict = {}
-# the models whose MTP tokens a step are published (silicon.MTP_TOKENS: TensorRT-LLM's DeepSeek-R1 blog; V3 has
-# the same MTP module); another model's MTP runs are priced one token a step and say so in `assumed`
-MTP_PRICED = frozenset({"deepseek-r1", "deepseek-v3"})
-
-
-def agg_speculative(path=None) -> dict:
-    """id -> (speculative, drafts or None) of the aggregated InferenceX rows, from the configuration entry that ran
-    each (perfmodel/measure/data/inferencex/README.md): "mtp", "none", "mtp|none" (both kinds of entry fit) or
-    "unmatched"."""
-    import csv
-
-    p = AGG_SPECULATIVE if path is None else Path(path)
-    if p not in _AGG_SPECULATIVE:
-        with open(p, newline="", encoding="utf-8") as f:
-            _AGG_SPECULATIVE[p] = {r["id"]: (r["speculative"], _int(r["drafts"])) for r in csv.DictReader(f)}
-    return _AGG_SPECULATIVE[p]
-
-
-AGG_TOPOLOGY = DATA.parent / "inferencex" / "agg_topology.csv"
-_AGG_TOPOLOGY: dict = {}
-
-
-def agg_topology(path=None) -> dict:
-    """id -> (tp, ep, dp-attn) of the aggregated rows of AIConfigurator's database dump (ids ..._cfg<n>), as the
-    InferenceX configuration entry that ran each sets them (perfmodel/measure/data/inferencex/README.md): the
-    sample's own columns for these rows hold products (tp_size = tp x ep without attention DP, attention_dp_size =
-    tp x ep with it, vLLM's attention_dp_size = tp under expert parallelism). dp-attn None where two entries that
-    fit disagree."""
-    import csv
-
-    p = AGG_TOPOLOGY if path is None else Path(path)
-    if p not in _AGG_TOPOLOGY:
-        with open(p, newline="", encoding="utf-8") as f:
-            _AGG_TOPOLOGY[p] = {r["id"]: (int(r["tp"]), int(r["ep"]), {"true": True, "false": False}.get(r["dp_attn"]))
-                                for r in csv.DictReader(f)}
-    return _AGG_TOPOLOGY[p]
-
-
-AGG_CONFIG = DATA.parent / "inferencex" / "agg_config.csv"
-_AGG_CONFIG: dict = {}
-# each engine's names for its token budget and its cap on running requests (per attention-DP rank in TensorRT-LLM
-# and vLLM, per worker in SGLang: worker_budget)
-ENGINE_LIMITS = {"trtllm": ("max_num_tokens", "max_batch_size"), "vllm": ("max_num_batched_tokens", "max_num_seqs"),
-                 "sglang": ("chunked_prefill_size", "max_running_requests")}
-# TensorRT-LLM's AttentionDpConfig defaults where a script turns balancing on without them (llmapi/llm_args.py)
-ADP_TIMEOUT_ITERS, ADP_BATCHING_WAIT_ITERS = 50, 10
-
-
-def agg_config(path=None) -> dict:
-    """id -> the benchmark's and the engine's settings of the aggregated InferenceX rows, from the launch and benchmark
-    scripts each row's run executed (perfmodel/measure/data/inferencex/README.md): the requests measured
-    (num_prompts) and their length range, the engine's token budget, its cap on running requests, and TensorRT-LLM's
-    batch waiting and attention-DP balancing. A value the scripts did not set is absent (the engine's default)."""
-    import csv
-
-    p = AGG_CONFIG if path is None else Path(path)
-    if p not in _AGG_CONFIG:
-        with open(p, newline="", encoding="utf-8") as f:
-            _AGG_CONFIG[p] = {r["id"]: {k: v for k, v in r.items() if v != "" and k not in ("id", "evidence", "note")}
-                              for r in csv.DictReader(f)}
-    return _AGG_CONFIG[p]
-
-
-def benchmark_settings(cfg: dict | None, engine: str, n: int) -> tuple[dict, str]:
-    """The plan's keys from a row's agg_config entry (silicon.Predictor.agg reads them): profile (rounds of n
-    requests measured), spread (the length range's lower ratio), budget and max_batch (the engine's limits),
-    batch_wait (iterations, token ratio) and adp_balance (timeout, batching iterations), recv (SGLang's
-    --scheduler-recv-interval); and a note where the scripts did not say how many requests were measured."""
-    if cfg is None:
-        return {}, ""
-    if "script" not in cfg:
-        return {}, ("no launch script found for this run (agg_config.csv): 20 rounds of fixed-length requests and "
-                    "the engine's defaults")
-    out, why = {}, ""
-    if _int(cfg.get("num_prompts")):
-        out["profile"] = max(1, round(_int(cfg["num_prompts"]) / n))
-    else:
-        why = "the requests it measured depend on the runner, not recorded (agg_config.csv): 20 rounds"
-    ratio = _num(cfg.get("random_range_ratio"))
-    if math.isfinite(ratio) and ratio < 1:
-        out["spread"] = ratio
-    tokens, seqs = ENGINE_LIMITS.get(engine, (None, None))
-    if _int(cfg.get(tokens)):
-        out["budget"] = _int(cfg[tokens])
-    if _int(cfg.get(seqs)):
-        out["max_batch"] = _int(cfg[seqs])
-    if engine == "sglang" and (_int(cfg.get("scheduler_recv_interval")) or 0) > 1:
-        out["recv"] = _int(cfg["scheduler_recv_interval"])  # --scheduler-recv-interval (fastsim.run's recv)
-    if engine == "trtllm":
-        w = (_int(cfg.get("batch_wait_timeout_iters")) or 0, _num(cfg.get("batch_wait_max_tokens_ratio")))
-        if w[0] and math.isfinite(w[1]):
-            out["batch_wait"] = w
-        if cfg.get("adp_enable_balance", "").lower() == "true":
-            t, b = _num(cfg.get("adp_timeout_iters")), _num(cfg.get("adp_batching_wait_iters"))
-            out["adp_balance"] = (int(t) if math.isfinite(t) else ADP_TIMEOUT_ITERS,
-                                  int(b) if math.isfinite(b) else ADP_BATCHING_WAIT_ITERS)
-    return out, why
-
-
-DRAFTS = DATA.parent / "inferencex" / "mtp_drafts.csv"
-_DRAFTS: dict = {}
-
-
-def mtp_drafts(path=None) -> dict:
-    """source -> draft tokens, for the MTP runs whose recipe name does not say: read from the configuration itself
-    (InferenceX's DECODE_MTP_SIZE, a recipe's num_nextn_predict_layers, SGLang's --speculative-num-steps), each
-    with its file and line (perfmodel/measure/data/inferencex/README.md)."""
-    import csv
-
-    p = DRAFTS if path is None else Path(path)
-    if p not in _DRAFTS:
-        with open(p, newline="", encoding="utf-8") as f:
-            _DRAFTS[p] = {r["source"]: int(r["drafts"]) for r in csv.DictReader(f)}
-    return _DRAFTS[p]
-
-
-def _drafts(r: dict):
-    """The MTP draft tokens of a recipe that ran MTP: srt-slurm names its TensorRT-LLM recipes ..._mtp<k>.yaml or
-    ..._mtp<k>_<n>.yaml (num_nextn_predict_layers k; mtp0 is no speculation); where the name does not say (SGLang's,
-    and the runs without a recipe file), the configuration read for it (mtp_drafts); None where neither does."""
-    if r["speculative"] != "mtp":
-        return None
-    ks = set(re.findall(r"_mtp(\d+)[_.][^/]*yaml", r["source"]))
-    k = int(ks.pop()) if len(ks) == 1 else 0
-    return k or mtp_drafts().get(r["source"])
 
 
 def _recipe_layout(rec: dict, row, stage: str) -> tuple:
