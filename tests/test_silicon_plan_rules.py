@@ -136,6 +136,12 @@ def test_an_mtp_row_says_how_its_drafts_were_priced(sample):
     assert "no published acceptance for qwen3.5-397b-a17b" in qw["assumed"] and "lengths fixed" not in qw["assumed"]
 
 
+def _table(path, header: str, *rows: str):
+    """A table of the data folder's kind, written as its header and rows."""
+    path.write_text("\n".join((header, *rows)) + "\n")
+    return path
+
+
 def test_a_disagg_row_s_workers_come_from_the_row_then_its_recipe_then_one_each_and_it_says_which(sample):
     rec_id = "2026_03_25_deepseek_r1_gb200_trtllm_fp4_disagg_1024x8192_c2048_tp4_0_ep4_0_352"
     row = _one(sample, rec_id).copy()
@@ -196,10 +202,9 @@ def test_a_plan_refuses_limits_read_under_another_engine_s_names(sample, monkeyp
 
 def test_a_limits_table_keeps_only_whole_positive_limits_and_names_its_engine(tmp_path):
     """An empty cell is the engine's default; SGLang's chunked-prefill-size -1 (chunking off) sets no budget."""
-    f = tmp_path / "limits.csv"
-    f.write_text("id,engine,prefill_max_batch,prefill_max_tokens,prefill_mem_fraction,decode_max_batch,"
-                 "decode_max_tokens,decode_mem_fraction,evidence,note\n"
-                 "a,trtllm,16,16384,0.6,64,256,0.7,x,\nb,sglang,,-1,,22,,0.75,x,\n")
+    f = _table(tmp_path / "limits.csv", "id,engine,prefill_max_batch,prefill_max_tokens,prefill_mem_fraction,"
+               "decode_max_batch,decode_max_tokens,decode_mem_fraction,evidence,note",
+               "a,trtllm,16,16384,0.6,64,256,0.7,x,", "b,sglang,,-1,,22,,0.75,x,")
     t = sp.disagg_limits(f)
     assert t["a"] == ("trtllm", {"prefill_max_batch": 16, "prefill_max_tokens": 16384, "decode_max_batch": 64,
                                  "decode_max_tokens": 256})
@@ -211,10 +216,9 @@ def test_a_limits_table_keeps_only_whole_positive_limits_and_names_its_engine(tm
 
 
 def test_a_recipe_table_s_dp_attn_reads_true_false_or_unknown(tmp_path):
-    f = tmp_path / "workers.csv"
-    f.write_text("id,prefill_workers,decode_workers,prefill_gpus,prefill_dp_attn,decode_gpus,decode_dp_attn,"
-                 "speculative,note,source\n"
-                 "a,1,2,4,true,8,false,none,,x\nb,1,1,4,false,8,true,none,,x\nc,1,1,4,,8,,none,,x\n")
+    f = _table(tmp_path / "workers.csv", "id,prefill_workers,decode_workers,prefill_gpus,prefill_dp_attn,decode_gpus,"
+               "decode_dp_attn,speculative,note,source", "a,1,2,4,true,8,false,none,,x", "b,1,1,4,false,8,true,none,,x",
+               "c,1,1,4,,8,,none,,x")
     t = sp.recipe_workers(f)
     assert [(t[k]["prefill_dp_attn"], t[k]["decode_dp_attn"]) for k in "abc"] == [(True, False), (False, True),
                                                                                   (None, None)]

@@ -70,8 +70,8 @@ from .silicon_report import (  # noqa: F401 (re-exported)
 from .silicon_plan import (  # noqa: F401 (re-exported)
     DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, BLOCK_FP8, weights_format, experts_format,
     checkpoint_pins, NVFP4_KEPT,
-    budget, worker_budget, worker_cap, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int, _num, agg_parallel,
-    agg_speculative, MTP_PRICED,
+    budget, worker_budget, worker_cap, _ranks, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int,
+    _num, agg_parallel, agg_speculative, MTP_PRICED,
 )
 
 MODES = ("roofline", "achievable")
@@ -259,7 +259,7 @@ class Predictor:
             osl, tokens = inst.cost.steps(), osl
         slots = self.no_evict(inst, isl, p["osl"], p["engine"])  # the MTP module's memory included
         if p.get("max_batch"):  # the configuration's cap on running requests (per attention-DP rank but SGLang's)
-            cap = p["max_batch"] * (1 if p.get("engine") == "sglang" else p["layout"].ep)
+            cap = p["max_batch"] * _ranks(p, p["layout"])
             slots = cap if slots is None else min(slots, cap)
         # TensorRT-LLM's batch waiting (iterations, token ratio of max_num_tokens) without attention DP, its
         # attention-DP balancing (timeout and batching iterations) with it (fastsim.run's wait and balance)
@@ -316,7 +316,8 @@ class Predictor:
                 break
             est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d, pslots)
             f_p, f_d = x_p / est_p, x_d / est_d
-        a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)  # the answer: the configured warm-up, rounds
+        # the answer: the configured warm-up and rounds
+        a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)
         b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **bench)
              if osl > 1 else None)
         # the benchmark's phase opens with all N prompts sent at once to an empty server: every one of them is in the
