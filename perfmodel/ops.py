@@ -136,13 +136,13 @@ class _Builder:
         return op
 
     # -- building blocks ---------------------------------------------------------------
-    def allreduce(self, name, g, n, elems):
-        """Ring all-reduce of `elems` activations over the tp group: each device sends
-        2(p-1)/p of the message in 2(p-1) steps."""
-        p = self.tp
+    def allreduce(self, name, g, n, elems, nbytes=None):
+        """Ring all-reduce of `elems` activations (of `nbytes` each; default the activation format's) over the tp
+        group: each device sends 2(p-1)/p of the message in 2(p-1) steps."""
+        p, a = self.tp, self.ab if nbytes is None else nbytes
         if p > 1:
-            self.add(name, g, n, COMM, comm_bytes=2 * (p - 1) / p * elems * self.ab, comm_steps=2 * (p - 1), link="tp",
-                     coll="allreduce", msg=elems * self.ab, peers=p)
+            self.add(name, g, n, COMM, comm_bytes=2 * (p - 1) / p * elems * a, comm_steps=2 * (p - 1), link="tp",
+                     coll="allreduce", msg=elems * a, peers=p)
 
     def matmul(self, name, g, n, rows, d_in, d_out, n_mats=1, bias=False, fmt: Format | None = None,
                touched=1.0, instances=1, kv_out=0):
@@ -248,6 +248,9 @@ class _Builder:
                 self.vector("qk_norm", g, n, M * (N + Kown) * H, 4, params=H * (1 + (1 if owner else 0)))
             elif m.qk_norm == "rmsnorm_full":  # MiniMax-M2: one RMSNorm over all N*H of q, one over all K*H of k
                 self.vector("qk_norm", g, n, M * (N + Kown) * H, 4, params=(N + Kown) * H)
+                # the heads are split over tp, the norm is over all of them: each device's sums of squares of q and
+                # k (2 fp32 a token) are all-reduced (vLLM MiniMaxText01RMSNormTP.forward_qk / minimax_qk_norm_fusion)
+                self.allreduce("allreduce_qk_norm", g, n, M * 2, nbytes=4)
             elif m.qk_norm == "l2" and rope:  # Llama 4: weightless L2 norm of q and k, on its RoPE layers only
                 self.vector("qk_norm", g, n, M * (N + Kown) * H, 3)
             if rope:  # rotate q and the new k (NoPE layers skip it)

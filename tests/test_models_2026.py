@@ -106,6 +106,22 @@ def test_minimax_qk_norm_has_one_weight_per_q_and_k_channel():
     assert total(ops_of(m, 2), "flops", "qk_norm") == total(ops_of(per_head, 2), "flops", "qk_norm")
 
 
+def test_a_full_width_qk_norm_under_tensor_parallelism_all_reduces_two_fp32_sums_a_token_per_layer():
+    """derivations "Full-width q/k RMSNorm": tp splits the heads, the norm spans all of them, so each device's sums
+    of squares of q and of k (2 fp32 a token, M tokens) are all-reduced once per layer; a ring moves 2(p-1)/p of
+    that message in 2(p-1) steps. At tp = 1, and for a per-head norm (each head whole on one device), none."""
+    m = pm.load_model("minimax-m2.5")
+    for B, p in ((3, 2), (8, 4)):
+        ar = [o for o in ops_of(m, B, layout=Layout(tp=p)) if o.name == "allreduce_qk_norm"]
+        assert len(ar) == 1 and ar[0].count == m.L and ar[0].coll == "allreduce" and ar[0].peers == p
+        assert ar[0].msg == B * 2 * 4 and ar[0].comm_bytes == pytest.approx(2 * (p - 1) / p * B * 2 * 4)
+        assert ar[0].comm_steps == 2 * (p - 1) and ar[0].link == "tp"
+    prompt = [o for o in ops_of(m, 2, S=100, phase="prefill", layout=Layout(tp=2)) if o.name == "allreduce_qk_norm"]
+    assert prompt[0].msg == 2 * 100 * 2 * 4  # M = B x T tokens
+    assert not [o for o in ops_of(m, 3) if o.name == "allreduce_qk_norm"]
+    assert not [o for o in ops_of(m.replace(qk_norm="rmsnorm"), 3, layout=Layout(tp=2)) if o.name == "allreduce_qk_norm"]
+
+
 # ---------------------------------------------------------------- DeepSeek Sparse Attention (GLM-5)
 def test_dsa_indexer_parameters_are_the_transformers_module_shapes():
     d, a, D = GLM.dsa, GLM.mla, GLM.D
