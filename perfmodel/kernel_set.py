@@ -13,6 +13,8 @@ from .interp import _interp
 # AIConfigurator's MoE tables are measured over balanced routing and power-law token-to-expert counts;
 # its models use power_law with alpha 1.01 (aiconfigurator_core/sdk/models/deepseek.py: _power_law_alpha = 1.01)
 MOE_DISTRIBUTION = "power_law_1.01"
+# the head dims AIConfigurator's Gated DeltaNet tables measure (gdn_perf head_k_dim, head_v_dim: Qwen3.5's 128)
+GDN_HEAD_DIM = 128
 # bytes per element of a table's dtype (the weights for GEMM and MoE, the cache for attention)
 _BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int4_wo": 0.5, "w4a16_mxfp4": 0.53125,
           "nvfp4": 0.5625, "w4afp8": 0.5}
@@ -41,6 +43,9 @@ class KernelSet:
     # TensorRT-LLM's NVLink all-to-all on a multi-node-NVLink rack (_load_nvlink_alltoall):
     # (phase, payload dtype, hidden, topk, E, ep) -> (tokens per rank, seconds)
     alltoall_ep: dict = field(default_factory=dict)
+    # Gated DeltaNet kernels (causal conv1d, gated delta rule): (phase, part) -> {(k heads, v heads): (axes [B] in
+    # generation, [B, tokens per sequence] in context, log seconds)}
+    gdn: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)  # kind -> the version directory read
     rejected: list = field(default_factory=list)  # tables read and not used as measured, and why (block_ratio)
     # the nearest measured shape per query (moe_ratio, alltoall_time): a scan of every key, ~9 ms a call on the
@@ -109,6 +114,23 @@ class KernelSet:
         ax, v = tabs[best[0]][best[1]]
         return np.exp(_interp(ax, v, [tokens]))
 
+    def gdn_time(self, phase: str, part: str, heads: tuple, B, T):
+        """Seconds of a Gated DeltaNet kernel (part "conv" or "core") for B sequences of T tokens each, at the
+        measured head shape nearest to heads = (k heads, v heads, k dim, v dim) per device in log distance, scaled
+        by the op's channels over the measured ones (the state, Hv dk dv, for the core; the conv's q, k, v
+        channels, 2 Hk dk + Hv dv, for the conv); None where nothing of that phase is measured."""
+        tabs = self.gdn.get((phase, part))
+        if not tabs:
+            return None
+        hk, hv, dk, dv = heads
+        best = min(tabs, key=lambda kk: abs(math.log(kk[0] / hk)) + abs(math.log(kk[1] / hv)))
+        ax, v = tabs[best]
+        t = np.exp(_interp(ax, v, [B] if phase == "generation" else [B, T]))
+        d = GDN_HEAD_DIM
+        scale = hv * dk * dv / (best[1] * d * d) if part == "core" else \
+            (2 * hk * dk + hv * dv) / (2 * best[0] * d + best[1] * d)
+        return t * scale
+
     def allreduce_time(self, p: int, nbytes):
         t = self.allreduce.get(int(p))
         if t is None:
@@ -159,7 +181,7 @@ class KernelSet:
         """The kinds of kernel measured, as 'kind version'."""
         out = []
         for k, v in (("gemm", "gemm"), ("gen_attn", "attention"), ("ctx_attn", "attention"), ("mla_gen", "mla"),
-                     ("mla_ctx", "mla"), ("moe", "moe"),
+                     ("mla_ctx", "mla"), ("moe", "moe"), ("gdn", "gdn"),
                      ("allreduce", "allreduce"), ("alltoall", "alltoall"), ("alltoall_ep", "alltoall_ep")):
             if getattr(self, k):
                 out.append(f"{k} {self.versions.get(v, '')}".strip())

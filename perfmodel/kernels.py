@@ -34,7 +34,8 @@ import numpy as np
 from .errors import SpecError
 from .interp import _grid, _interp
 from .kernel_set import (  # noqa: F401 (re-exported: the tables' kinds, their ideal times)
-    MOE_DISTRIBUTION, _BYTES, _PEAK, KernelSet, _over_tokens, _ideal_gemm, _ideal_attn, _ideal_mla, _touched, _ideal_moe,
+    GDN_HEAD_DIM, MOE_DISTRIBUTION, _BYTES, _PEAK, KernelSet, _over_tokens, _ideal_gemm, _ideal_attn, _ideal_mla,
+    _touched, _ideal_moe,
 )
 
 # perfmodel hardware name -> AIConfigurator system directory (aiconfigurator_core/systems/data/<dir>)
@@ -249,6 +250,16 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
                 r = s["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
                 (ks.moe if be is None else ks.moe_by.setdefault(be, {})).setdefault(dt, {})[shape] = \
                     _grid(s, ["num_tokens"], np.log(r))
+    got = _table_dir(root, "linear_attention", engine, version, "gdn_perf.parquet")
+    if got:  # Gated DeltaNet: the conv (causal_conv1d_fn / _update) and the delta rule (chunked / recurrent)
+        ks.versions["gdn"] = got[1]
+        df = _parquet(got[0] / "gdn_perf.parquet")
+        df = df[(df["head_k_dim"] == GDN_HEAD_DIM) & (df["head_v_dim"] == GDN_HEAD_DIM)]
+        part = np.where(df["kernel_source"].str.startswith("causal_conv1d"), "conv", "core")
+        for (phase, pt, hk, hv), g in df.assign(part=part).groupby(["phase", "part", "num_k_heads", "num_v_heads"]):
+            axes = ["batch_size"] if phase == "generation" else ["batch_size", "seq_len"]
+            g = g.groupby(axes, as_index=False)["latency"].min()  # the fastest kernel the engine ships per shape
+            ks.gdn.setdefault((phase, pt), {})[(int(hk), int(hv))] = _grid(g, axes, np.log(g["latency"] * 1e-3))
     got = _table_dir(root, "comm", engine, version, "custom_allreduce_perf.parquet")
     if got:
         ks.versions["allreduce"] = got[1]
@@ -460,7 +471,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 16  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 17  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -42,7 +42,7 @@ class Op:
 
     __slots__ = ("name", "group", "count", "kind", "flops", "w_read", "kv_read", "act_read", "act_write",
                  "kv_write", "params", "w_stored", "kv_stored", "wfmt", "comm_bytes", "comm_steps", "link", "rows",
-                 "coll", "msg", "peers", "gemm", "keys", "attn", "moe", "phase")
+                 "coll", "msg", "peers", "gemm", "keys", "attn", "moe", "gdn", "phase")
 
     def __init__(self, name, group, count, kind, flops=0.0, w_read=0.0, kv_read=0.0, act_read=0.0,
                  act_write=0.0, kv_write=0.0, params=0, w_stored=0.0, kv_stored=0.0, wfmt="", comm_bytes=0.0,
@@ -67,6 +67,9 @@ class Op:
         # tokens per sequence); experts (tokens routed by the replica, D, d_ff, top-k, experts, tp, ep)
         self.attn = None
         self.moe = None
+        # a Gated DeltaNet kernel (measured tables): (part "conv" or "core", k heads, v heads per device, k and v
+        # head dims, bytes of kv_read per sequence, bytes per token of act_read (conv) or act_write (core))
+        self.gdn = None
         # rows of the product that share one streamed operand (the weights of a matmul; a KV head for
         # the queries of its group): > 1 lets a BLAS library pack that operand (engine: gemm_weight_passes)
         self.rows = 1.0
@@ -283,10 +286,11 @@ class _Builder:
         w = gd.conv_kernel
         # depthwise conv1d, no bias: conv*w weights, 2*w FLOP per channel per token; it reads and rewrites the last
         # w - 1 inputs of each channel (the conv state, kept in the 16-bit activation format) once per step
-        self.add("gdn_conv", g, n, VECTOR, flops=2.0 * M * conv * w, w_read=conv * w * self.hb, params=conv * w,
-                 w_stored=conv * w * self.hb, wfmt=self.hf.name, act_read=M * conv * ab, act_write=M * conv * ab,
-                 kv_read=B * conv * (w - 1) * ab, kv_write=B * conv * (w - 1) * ab,
-                 kv_stored=conv * (w - 1) * ab + 0 * self.S)
+        cv = self.add("gdn_conv", g, n, VECTOR, flops=2.0 * M * conv * w, w_read=conv * w * self.hb, params=conv * w,
+                      w_stored=conv * w * self.hb, wfmt=self.hf.name, act_read=M * conv * ab, act_write=M * conv * ab,
+                      kv_read=B * conv * (w - 1) * ab, kv_write=B * conv * (w - 1) * ab,
+                      kv_stored=conv * (w - 1) * ab + 0 * self.S)
+        cv.gdn = ("conv", Hk, Hv, dk, dv, conv * (w - 1) * ab, conv * ab)
         # gated delta rule per token and value head (transformers torch_recurrent_gated_delta_rule): decay the state
         # (1 FLOP per element), read it with k (2), rank-1 update with k and the delta (2), read it with q (2): 7 per
         # state element; plus the L2 norms of q and k (3 FLOP per element). A_log and dt_bias: Hv parameters each
@@ -295,6 +299,7 @@ class _Builder:
                         kv_read=B * state * sb, kv_write=B * state * sb, kv_stored=state * sb + 0 * self.S,
                         params=2 * Hv, w_read=2 * Hv * self.hb, w_stored=2 * Hv * self.hb, wfmt=self.hf.name)
         core.rows = self.T  # the tokens of one sequence share its state
+        core.gdn = ("core", Hk, Hv, dk, dv, state * sb, Hv * dv * ab)
         # RMSNorm of each head's output (one weight of v_head_dim) times SiLU(z): 4 + 5 FLOP per element
         self.vector("gdn_norm_gate", g, n, M * Hv * dv, 9, reads=2, params=dv)
         self.matmul("o_proj", g, n, M, Hv * dv, m.D, fmt=self.fmt("attention_out"))

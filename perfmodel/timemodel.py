@@ -374,6 +374,8 @@ class TimeModel:
             else:
                 tc, tm = op.flops / vector, b / (bw * self.hbm)
                 latency = self.kernel_latency
+            if ks is not None and op.gdn is not None:  # roofline peak: the attention rate (core), CUDA cores (conv)
+                measured = _measured_gdn(ks, op, hw.peak(attn_key) if op.kind == ATTENTION else vector, bw)
             pack = 0.0
             kp = passes.get(op.kind, 1.0)
             if kp != 1.0:
@@ -523,6 +525,21 @@ def _measured_attention(ks, op: Op, kf, peak: float, bw: float | None = None):
     if np.shape(r) != want:  # T kept from the op list's build, the sizes refilled for a step (serving): their mean
         r = np.mean(r) + np.zeros(want)
     return np.maximum(r, 1.0), peak
+
+
+def _measured_gdn(ks, op: Op, peak: float, bw: float):
+    """(max(r, 1), peak) of a Gated DeltaNet op from the measured tables, or None: its sequences B and tokens M are
+    the op's per-sequence and per-token bytes counted back (so a step's summed rows price as one kernel over B
+    sequences of M / B tokens), r = the measured time over the op's own ideal time max(FLOPs / peak, bytes / bw)."""
+    part, hk, hv, dk, dv, per_seq, per_tok = op.gdn
+    B = np.maximum(np.asarray(op.kv_read, float) / per_seq, 1.0)
+    M = np.asarray(op.act_read if part == "conv" else op.act_write, float) / per_tok
+    t = ks.gdn_time("generation" if op.phase == "decode" else "context", part, (hk, hv, dk, dv), B,
+                    np.maximum(M / B, 1.0))
+    if t is None:
+        return None
+    ideal = np.maximum(np.maximum(np.asarray(op.flops, float) / peak, np.asarray(op.bytes, float) / bw), 1e-300)
+    return np.maximum(t / ideal, 1.0), peak
 
 
 def impl_name(impl) -> str:

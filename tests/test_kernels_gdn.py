@@ -1,0 +1,111 @@
+"""Gated DeltaNet layers (Qwen3.5) priced from AIConfigurator's measured linear-attention kernels: the causal
+conv1d (causal_conv1d_fn in a prompt, causal_conv1d_update in decode) and the gated delta rule (the chunked kernel
+in a prompt, the recurrent one in decode), per device, engine and version (docs/derivations.md, "Measured
+kernels")."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel as pm
+from perfmodel import engine, kernels
+from perfmodel.interp import _grid
+from perfmodel.kernel_set import KernelSet
+from perfmodel.ops import Layout, Precision, build_ops
+from perfmodel.timemodel import _measured_gdn
+
+AIC = kernels.aic_dir() is not None and (kernels.aic_dir() / "b200_sxm").is_dir()
+needs_aic = pytest.mark.skipif(not AIC, reason="the kernels extra (aiconfigurator-core) is not installed")
+QWEN = "qwen3.5-397b-a17b"  # 45 Gated DeltaNet layers; 16 k and 64 v heads of 128: 4 and 16 a device at tp 4
+
+
+def _gdn(t, phase):
+    rows = t[(t.phase == phase) & t.op.str.startswith("gdn_")]
+    return {op.split("[")[0]: (float(s), src) for op, s, src in zip(rows.op, rows.time_s, rows.priced_by)}
+
+
+@needs_aic
+def test_at_a_measured_shape_each_gdn_kernel_costs_what_aiconfigurator_timed_on_each_of_45_layers():
+    """SGLang 0.5.14 on B200, 4 k and 16 v heads a device (gdn_perf.parquet, the fastest row of a shape): a prompt of
+    8,192 tokens, chunk_gated_delta_rule 0.4328365 ms and causal_conv1d_fn 0.038048 ms; a decode step of 16
+    sequences, the packed recurrent kernel 0.007224 ms and causal_conv1d_update 0.00229984 ms."""
+    kw = dict(weights_dtype="fp8-b128", act_dtype="fp8", kv_dtype="fp8", tp=4, mode="achievable", impl="sglang-0.5")
+    pre = _gdn(pm.intensity(QWEN, "b200", 1, 8192, **kw), "prefill")
+    dec = _gdn(pm.intensity(QWEN, "b200", 16, 1536, **kw), "decode")
+    assert pre["gdn_core"][0] == pytest.approx(45 * 0.4328365e-3, rel=1e-5)  # float32 in the table
+    assert pre["gdn_conv"][0] == pytest.approx(45 * 0.038048e-3, rel=1e-5)  # float32 in the table
+    assert dec["gdn_core"][0] == pytest.approx(45 * 0.007224e-3, rel=1e-5)  # float32 in the table
+    assert dec["gdn_conv"][0] == pytest.approx(45 * 0.00229984e-3, rel=1e-5)  # float32 in the table
+    src = "AIConfigurator " + kernels._aic_version() + " b200_sxm sglang 0.5.14"
+    assert all(pre[k][1] == src and dec[k][1] == src for k in ("gdn_core", "gdn_conv"))
+    assert pre["gdn_norm_gate"][1] == "datasheet"  # the gated RMSNorm is not in the tables
+    # the roofline never reads a table
+    roof = _gdn(pm.intensity(QWEN, "b200", 1, 8192, weights_dtype="fp8-b128", act_dtype="fp8", kv_dtype="fp8", tp=4),
+                "prefill")
+    assert roof["gdn_core"][0] < pre["gdn_core"][0] and roof["gdn_core"][1] == "roofline"
+
+
+def _set(tables):
+    ks = KernelSet(source="test")
+    for (phase, part, heads), rows in tables.items():
+        axes = ["batch_size"] if phase == "generation" else ["batch_size", "seq_len"]
+        df = pd.DataFrame(rows, columns=axes + ["latency"])
+        ks.gdn.setdefault((phase, part), {})[heads] = _grid(df, axes, np.log(df["latency"].to_numpy()))
+    return ks
+
+
+def test_a_head_shape_not_measured_takes_the_nearest_scaled_by_its_state_or_conv_channels():
+    """The delta rule's work is its state, Hv dk dv a sequence; the conv's its q, k, v channels, 2 Hk dk + Hv dv."""
+    ks = _set({("generation", "core", (4, 16)): [(1, 2e-6), (16, 8e-6)],
+               ("generation", "conv", (4, 16)): [(1, 1e-6), (16, 4e-6)]})
+    assert ks.gdn_time("generation", "core", (4, 16, 128, 128), 16, 1) == pytest.approx(8e-6)
+    assert ks.gdn_time("generation", "core", (4, 32, 128, 128), 16, 1) == pytest.approx(16e-6)  # nearest (4, 16)
+    assert ks.gdn_time("generation", "core", (4, 16, 128, 64), 16, 1) == pytest.approx(4e-6)
+    assert ks.gdn_time("generation", "conv", (4, 32, 128, 128), 16, 1) == pytest.approx(4e-6 * (8 + 32) / (8 + 16))
+    # log-log between the measured batches, held at the edges
+    assert ks.gdn_time("generation", "core", (4, 16, 128, 128), 4, 1) == pytest.approx(4e-6)
+    assert ks.gdn_time("generation", "core", (4, 16, 128, 128), 64, 1) == pytest.approx(8e-6)
+    assert ks.gdn_time("context", "core", (4, 16, 128, 128), 1, 512) is None  # no prompt kernel measured
+
+
+def test_a_step_of_several_sequences_is_one_kernel_over_all_of_them_counted_back_from_the_ops_bytes():
+    """The serving simulators sum a step's rows into one op: its sequences are its state bytes over one sequence's,
+    its tokens its output bytes over one token's, so three decode rows look up batch 3, and two prompt chunks of
+    100 and 300 tokens batch 2 of 200 tokens each."""
+    m = pm.load_model(QWEN)
+    ks = _set({("generation", "core", (4, 16)): [(1, 1e-6), (2, 2e-6), (4, 4e-6)],
+               ("context", "core", (4, 16)): [(1, 100, 1e-4), (1, 400, 4e-4), (4, 100, 4e-4), (4, 400, 16e-4)]})
+
+    def core(B, T, S, phase):
+        return next(o for o in build_ops(m, B, T, S, phase, Precision("bf16"), layout=Layout(tp=4))
+                    if o.name == "gdn_core")
+
+    one = core(1.0, 1.0, 500.0, "decode")
+    three = core(1.0, 1.0, 500.0, "decode")
+    for f in ("kv_read", "act_write", "flops", "act_read", "kv_write"):
+        setattr(three, f, 3 * getattr(one, f))
+    peak, bw = 1e15, 8e12
+    r, _ = _measured_gdn(ks, three, peak, bw)
+    ideal = max(three.flops / peak, three.bytes / bw)
+    assert float(r) * ideal == pytest.approx(3e-6)
+    a, b = core(1.0, 100.0, 100.0, "prefill"), core(1.0, 300.0, 300.0, "prefill")
+    for f in ("kv_read", "act_write", "flops", "act_read", "kv_write"):
+        setattr(a, f, getattr(a, f) + getattr(b, f))
+    r, _ = _measured_gdn(ks, a, peak, bw)
+    assert float(r) * max(a.flops / peak, a.bytes / bw) == pytest.approx(4e-4, rel=1e-9)  # t = 1e-6 B T: 2 x 200
+
+
+@needs_aic
+def test_a_serving_step_of_a_gdn_model_prices_its_measured_kernels_alike_in_every_simulator():
+    """StepCost and fastsim's FastCost give a Qwen3.5 step the time engine.mixed_step does, decode rows and prompt
+    chunks mixed (the GDN kernels looked up at each step's own sequences and tokens)."""
+    from perfmodel.serving import StepCost, fastsim
+
+    m, h, p, lay = pm.load_model(QWEN), pm.load_hardware("b200"), Precision("fp8-b128", "fp8", "fp8"), Layout(tp=4)
+    ref = StepCost(m, h, p, 1, lay, "achievable", "sglang-0.5")
+    fast = fastsim.FastCost(StepCost(m, h, p, 1, lay, "achievable", "sglang-0.5"), 8192)
+    for nd, chunks in [(5, []), (0, [2000]), (7, [512]), (30, [1500, 300])]:
+        T = np.concatenate([np.ones(nd, dtype=np.int64), np.asarray(chunks, dtype=np.int64)])
+        S = np.concatenate([np.full(nd, 3000), np.asarray(chunks, dtype=np.int64) + 100])
+        want = engine.mixed_step(m, h, T, S, p, layout=lay, mode="achievable", impl="sglang-0.5")["latency_s"]
+        assert ref(list(zip(T.tolist(), S.tolist()))) == pytest.approx(want, rel=1e-9), (nd, chunks)
+        assert fast(T, S) == pytest.approx(want, rel=1e-9), (nd, chunks)
