@@ -116,6 +116,9 @@ class Impl:
     prefill_launch: float = 0.0
     engine: str = ""  # "vllm 0.24.0": whose measured kernel tables (perfmodel.kernels) price its ops
     engine_version: str = ""
+    # the engine version a measured run used (serving validation): each kind of table of exactly that version where
+    # AIConfigurator measured it, else engine_version's (kernels._table_dir)
+    exact_version: str = ""
     kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
     accumulate: str = "fp32"  # what its fp16 GEMMs accumulate in: fp32 (PyTorch, cuBLAS defaults) or fp16
     overlap_schedule: bool = False  # the scheduler forms step k + 1 while step k runs (serving: fastsim.run's ahead)

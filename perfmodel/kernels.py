@@ -66,6 +66,21 @@ def _vkey(v: str) -> tuple:
     return tuple(out)
 
 
+def measured_version(system: str, engine: str, version) -> str:
+    """`version` where AIConfigurator measured some kind of kernel of `engine` at exactly that version on `system` (an
+    AIConfigurator system folder), else "" (without the extra too)."""
+    root = aic_dir()
+    if root is None or not isinstance(version, str) or not version:
+        return ""
+    key = (root, system, engine, version)
+    if key not in _MEASURED:
+        _MEASURED[key] = version if any(p.is_dir() for p in (root / system).glob(f"*/{engine}/{version}")) else ""
+    return _MEASURED[key]
+
+
+_MEASURED: dict = {}  # (data folder, system, engine, version) -> measured_version's answer
+
+
 def pick_version(have: list[str], want: str) -> str | None:
     """The measured version for an engine at version `want`: the same, else the newest not newer, else the oldest."""
     if not have:
@@ -87,12 +102,15 @@ def _parquet(path: Path):
                                            f"({e})") from None
 
 
-def _table_dir(root: Path, kind: str, engine: str, version: str, need: str | None = None) -> tuple[Path, str] | None:
-    """The version folder of a kind of table for an engine (pick_version among those that hold `need`)."""
+def _table_dir(root: Path, kind: str, engine: str, version: str, need: str | None = None,
+               exact: str = "") -> tuple[Path, str] | None:
+    """The version folder of a kind of table for an engine: `exact` where that version was measured (the version a
+    run used), else pick_version's for `version` (the profile's), among the folders that hold `need`."""
     d = root / kind / engine
     if not d.is_dir():
         return None
-    v = pick_version([p.name for p in d.iterdir() if p.is_dir() and (need is None or (p / need).exists())], version)
+    have = [p.name for p in d.iterdir() if p.is_dir() and (need is None or (p / need).exists())]
+    v = exact if exact and exact in have else pick_version(have, version)
     return (d / v, v) if v else None
 
 
@@ -125,7 +143,7 @@ def block_ratio(block, tensor) -> float:
     return float((block.loc[idx] / tensor.loc[idx]).median()) if len(idx) else math.nan
 
 
-def _static_fp8(ks: KernelSet, root: Path, engine: str, version: str, g, m, k, ideal) -> None:
+def _static_fp8(ks: KernelSet, root: Path, engine: str, version: str, g, m, k, ideal, exact: str = "") -> None:
     """The per-tensor fp8 GEMM of a checkpoint with static activation scales, as AIConfigurator derives it.
 
     AIConfigurator's fp8 GEMM rows time Linear.forward on a bf16 input whose fp8 weights carry no input scale, so
@@ -146,7 +164,7 @@ def _static_fp8(ks: KernelSet, root: Path, engine: str, version: str, g, m, k, i
     so: vLLM's collector builds its fp8 layer with Fp8Config(activation_scheme="static")
     (collector/vllm/collect_gemm.py), so its table already times the static path, and SGLang's compute_scale
     table is 0. No table, nothing derived."""
-    got = _table_dir(root, "quantize", engine, version, "computescale_perf.parquet")
+    got = _table_dir(root, "quantize", engine, version, "computescale_perf.parquet", exact=exact)
     if not got or not (got[0] / "scale_matrix_perf.parquet").exists():
         return
     cut = 0.0
@@ -161,10 +179,11 @@ def _static_fp8(ks: KernelSet, root: Path, engine: str, version: str, g, m, k, i
         ks.gemm[name] = _grid(g, ["m", "n", "k"], np.log(t / ideal))
 
 
-def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
+def _load_aic(hw, system: str, engine: str, version: str, exact: str = "") -> KernelSet:
     root = aic_dir() / system
-    ks = KernelSet(source=f"AIConfigurator {_aic_version()} {system} {engine} {version}", system=system)
-    got = _table_dir(root, "gemm", engine, version)
+    ks = KernelSet(source=f"AIConfigurator {_aic_version()} {system} {engine} {version}"
+                          + (f" ({exact} where measured)" if exact else ""), system=system)
+    got = _table_dir(root, "gemm", engine, version, exact=exact)
     if got:
         df = _parquet(got[0] / "gemm_perf.parquet")
         ks.versions["gemm"] = got[1]
@@ -191,8 +210,8 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
             r = g["latency"].to_numpy(float) * 1e-3 / ideal
             ks.gemm[dt] = _grid(g, ["m", "n", "k"], np.log(r))
             if dt == "fp8" and engine == "trtllm":
-                _static_fp8(ks, root, engine, version, g, m, k, ideal)
-    got = _table_dir(root, "attention", engine, version)
+                _static_fp8(ks, root, engine, version, g, m, k, ideal, exact)
+    got = _table_dir(root, "attention", engine, version, exact=exact)
     if got:
         ks.versions["attention"] = got[1]
         for phase, fname, tgt in (("generation", "generation_attention_perf.parquet", ks.gen_attn),
@@ -211,7 +230,7 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
                 tgt.setdefault(kvd, {})[(int(nq), int(nkv), int(hd))] = _grid(g, ["batch_size", "L"], np.log(r))
     for phase, fname, tgt in (("generation", "generation_mla_perf.parquet", ks.mla_gen),
                               ("context", "context_mla_perf.parquet", ks.mla_ctx)):
-        got = _table_dir(root, "mla", engine, version, fname)
+        got = _table_dir(root, "mla", engine, version, fname, exact=exact)
         if not got:
             continue
         ks.versions["mla"] = got[1]
@@ -225,7 +244,7 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
             h, B = g["num_heads"].to_numpy(float), g["batch_size"].to_numpy(float)
             r = g["latency"].to_numpy(float) * 1e-3 / _ideal_mla(hw, phase, _BYTES[kvd], h, B, L)
             tgt[kvd] = _grid(g, ["num_heads", "batch_size", "L"], np.log(r))
-    got = _table_dir(root, "moe", engine, version, "moe_perf.parquet")
+    got = _table_dir(root, "moe", engine, version, "moe_perf.parquet", exact=exact)
     if got:
         ks.versions["moe"] = got[1]
         df = _parquet(got[0] / "moe_perf.parquet")
@@ -250,7 +269,7 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
                 r = s["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
                 (ks.moe if be is None else ks.moe_by.setdefault(be, {})).setdefault(dt, {})[shape] = \
                     _grid(s, ["num_tokens"], np.log(r))
-    got = _table_dir(root, "linear_attention", engine, version, "gdn_perf.parquet")
+    got = _table_dir(root, "linear_attention", engine, version, "gdn_perf.parquet", exact=exact)
     if got:  # Gated DeltaNet: the conv (causal_conv1d_fn / _update) and the delta rule (chunked / recurrent)
         ks.versions["gdn"] = got[1]
         df = _parquet(got[0] / "gdn_perf.parquet")
@@ -260,7 +279,7 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
             axes = ["batch_size"] if phase == "generation" else ["batch_size", "seq_len"]
             g = g.groupby(axes, as_index=False)["latency"].min()  # the fastest kernel the engine ships per shape
             ks.gdn.setdefault((phase, pt), {})[(int(hk), int(hv))] = _grid(g, axes, np.log(g["latency"] * 1e-3))
-    got = _table_dir(root, "comm", engine, version, "custom_allreduce_perf.parquet")
+    got = _table_dir(root, "comm", engine, version, "custom_allreduce_perf.parquet", exact=exact)
     if got:
         ks.versions["allreduce"] = got[1]
         df = _parquet(got[0] / "custom_allreduce_perf.parquet")
@@ -271,11 +290,11 @@ def _load_aic(hw, system: str, engine: str, version: str) -> KernelSet:
         for p, g in df.groupby("num_gpus"):
             g = g.groupby("message_size", as_index=False)["latency"].min().sort_values("message_size")
             ks.allreduce[int(p)] = (g["message_size"].to_numpy(float), g["latency"].to_numpy(float) * 1e-3)
-    _load_alltoall(ks, root, engine, version)
+    _load_alltoall(ks, root, engine, version, exact)
     if engine == "trtllm":
-        _load_nvlink_alltoall(ks, root, version)
+        _load_nvlink_alltoall(ks, root, version, exact)
         if not ks.alltoall_ep and system in NVLINK_A2A_BORROWED:  # the same NVLink rack, measured on its sibling
-            _load_nvlink_alltoall(ks, root.parent / NVLINK_A2A_BORROWED[system], version)
+            _load_nvlink_alltoall(ks, root.parent / NVLINK_A2A_BORROWED[system], version, exact)
             if ks.alltoall_ep:
                 ks.versions["alltoall_ep"] += f" (borrowed from {NVLINK_A2A_BORROWED[system]})"
     return ks
@@ -367,13 +386,13 @@ NVLINK_A2A_BORROWED = {"gb300": "gb200"}
 _NVLINK_A2A = ("NVLinkOneSided", "NVLinkTwoSided")  # in order of preference: the factory's default first
 
 
-def _load_nvlink_alltoall(ks: KernelSet, root: Path, version: str) -> None:
+def _load_nvlink_alltoall(ks: KernelSet, root: Path, version: str, exact: str = "") -> None:
     """TensorRT-LLM's NVLink dispatch and combine per payload format and EP size: the one-sided kernel where it is
     measured for that format, else the two-sided one (its dispatch with the prepare step it runs first). Its factory
     (tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py, create_strategy) runs, under
     attention DP without MoE TP, NVLinkOneSided on a multi-node-NVLink rack (GB200/GB300 NVL72), DeepEP only with
     TRTLLM_CAN_USE_DEEP_EP=1; AIConfigurator measured the NVLink kernels (latency in ms) on such a rack only."""
-    got = _table_dir(root, "comm", "trtllm", version, "trtllm_alltoall_perf.parquet")
+    got = _table_dir(root, "comm", "trtllm", version, "trtllm_alltoall_perf.parquet", exact=exact)
     if not got:
         return
     df = _parquet(got[0] / "trtllm_alltoall_perf.parquet")
@@ -401,11 +420,11 @@ def _load_nvlink_alltoall(ks: KernelSet, root: Path, version: str) -> None:
         ks.versions["alltoall_ep"] = got[1]
 
 
-def _load_alltoall(ks: KernelSet, root: Path, engine: str, version: str) -> None:
+def _load_alltoall(ks: KernelSet, root: Path, engine: str, version: str, exact: str = "") -> None:
     """DeepEP's dispatch and combine as the engine runs them: vLLM and TensorRT-LLM tables (moe_a2a_perf: latency
     in us per phase and backend), SGLang's (wideep_deepep_ll_perf / _normal_perf: us per phase)."""
     rows = []  # (phase, hidden, topk, E, nodes, tokens, seconds)
-    got = _table_dir(root, "comm", engine, version, "moe_a2a_perf.parquet")
+    got = _table_dir(root, "comm", engine, version, "moe_a2a_perf.parquet", exact=exact)
     if got:
         df = _parquet(got[0] / "moe_a2a_perf.parquet")
         if "comm_dtype" in df:  # the 16-bit payload (fp8/nvfp4 dispatch are options, not defaults)
@@ -416,7 +435,7 @@ def _load_alltoall(ks: KernelSet, root: Path, engine: str, version: str) -> None
     else:
         for need, cols in (("wideep_deepep_ll_perf.parquet", ("dispatch_avg_t_us", "combine_avg_t_us")),
                            ("wideep_deepep_normal_perf.parquet", ("dispatch_transmit_us", "combine_transmit_us"))):
-            got = _table_dir(root, "comm", engine, version, need)
+            got = _table_dir(root, "comm", engine, version, need, exact=exact)
             if not got:
                 continue
             ks.versions["alltoall"] = got[1]
@@ -516,7 +535,7 @@ def _stamp(root: Path) -> tuple:
                         for p in root.rglob("*.parquet")))
 
 
-def _cached(hw_key, hw, engine, version, path):
+def _cached(hw_key, hw, engine, version, path, exact: str = ""):
     """One load per (device terms, engine, version, file): the ratios depend on the spec's peaks and bandwidth."""
     terms = (hw.memory_bandwidth, tuple(sorted(hw.peak_flops.items())))
     if path:
@@ -525,8 +544,8 @@ def _cached(hw_key, hw, engine, version, path):
         build = lambda: _load_measure(hw, Path(path))  # noqa: E731
     else:
         root = aic_dir() / SYSTEMS[hw_key]
-        key = ("aic", _aic_version(), SYSTEMS[hw_key], engine, version, _stamp(root), terms)
-        build = lambda: _load_aic(hw, SYSTEMS[hw_key], engine, version)  # noqa: E731
+        key = ("aic", _aic_version(), SYSTEMS[hw_key], engine, version, exact, _stamp(root), terms)
+        build = lambda: _load_aic(hw, SYSTEMS[hw_key], engine, version, exact)  # noqa: E731
     if key not in _CACHE:
         if len(_CACHE) > 32:
             _CACHE.clear()
@@ -534,7 +553,7 @@ def _cached(hw_key, hw, engine, version, path):
     return _CACHE[key]
 
 
-def load(hw, engine: str | None, version: str | None, path: str | None = None) -> KernelSet | None:
+def load(hw, engine: str | None, version: str | None, path: str | None = None, exact: str = "") -> KernelSet | None:
     """The measured tables for a device: from `path` (a results.csv of `perfmodel measure`), else from
     AIConfigurator's collection for (engine, version). None where nothing is measured for this device,
     or the extra is not installed."""
@@ -553,4 +572,4 @@ def load(hw, engine: str | None, version: str | None, path: str | None = None) -
         return None
     if not (aic_dir() / SYSTEMS[key]).is_dir():
         return None
-    return _cached(key, hw, engine, version, None)
+    return _cached(key, hw, engine, version, None, exact)

@@ -169,7 +169,7 @@ class TimeModel:
         if choice == "none":
             ks = None
         elif choice == "auto":
-            ks = K.load(hw, impl.engine, impl.engine_version) if impl.engine else None
+            ks = K.load(hw, impl.engine, impl.engine_version, exact=impl.exact_version) if impl.engine else None
         else:
             ks = K.load(hw, None, None, choice)
         return TimeModel("achievable", a.hbm_efficiency, a.kernel_latency, a.gemm_latency, dict(a.gemm_efficiency),

@@ -145,10 +145,12 @@ class Predictor:
         self.results: dict = {}
         self.transfers: dict = {}
 
-    def impl_for(self, engine: str, moe: str = ""):
+    def impl_for(self, engine: str, moe: str = "", version: str = ""):
         """The implementation profile a point is priced with in the achievable mode: with impl "engine" (the
-        default) the profile of the engine that was measured (ENGINE_PROFILES), else the one named; `moe`, the
-        TensorRT-LLM MoE backend the run's configuration named (silicon_plan.moe_backends), replaces the profile's."""
+        default) the profile of the engine that was measured (ENGINE_PROFILES), its kernel tables of the version
+        that ran (`version`, the row's backend_version) where AIConfigurator measured exactly that version, else
+        the profile's; else the profile named. `moe`, the TensorRT-LLM MoE backend the run's configuration named
+        (silicon_plan.moe_backends), replaces the profile's."""
         from dataclasses import replace
 
         from .. import api
@@ -159,16 +161,20 @@ class Predictor:
         if name not in self.impls:
             self.impls[name] = api.check_mode(self.mode, name, MODES)
         impl = self.impls[name]
+        if version and self.impl_arg == "engine" and getattr(impl, "engine", "") == engine:
+            if (name, version) not in self.impls:
+                self.impls[(name, version)] = replace(impl, exact_version=version, key=f"{impl.key}|exact={version}")
+            impl = self.impls[(name, version)]
         if moe and getattr(impl, "engine", "") == "trtllm" and moe != impl.moe_backend:
-            if (name, moe) not in self.impls:
-                self.impls[(name, moe)] = replace(impl, moe_backend=moe, key=f"{impl.key}|moe_backend={moe}")
-            impl = self.impls[(name, moe)]
+            if (impl.key, moe) not in self.impls:
+                self.impls[(impl.key, moe)] = replace(impl, moe_backend=moe, key=f"{impl.key}|moe_backend={moe}")
+            impl = self.impls[(impl.key, moe)]
         return impl
 
     def instance(self, p: dict, lay: Layout, budget: int, moe: str = "") -> Instance:
         from .. import api
 
-        impl = self.impl_for(p.get("engine", ""), moe)
+        impl = self.impl_for(p.get("engine", ""), moe, p.get("engine_version", ""))
         pins = tuple(p.get("pins", ()))  # the row's checkpoint pins tensor groups (silicon_plan.checkpoint_pins)
         key = (p["model"], p["hardware"], p["weights"], p["act"], p["kv"], pins, lay, budget, getattr(impl, "key", None))
         inst = self.insts.get(key)
@@ -286,7 +292,7 @@ class Predictor:
         if tr is None:
             devices = pre.lay.devices * Wp + dec.lay.devices * Wd
             tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
-                                                 self.impl_for(p.get("engine", "")))
+                                                 self.impl_for(p.get("engine", ""), "", p.get("engine_version", "")))
         move = float(tr(np.array([isl]))[0])
         tokens = osl
         # a request's drafts count against the decode worker's max_num_tokens whether or not their speedup is priced
@@ -332,7 +338,7 @@ class Predictor:
     def ahead(self, p: dict) -> bool:
         """Whether the point's engine forms step k + 1 while step k runs (its profile's overlap_schedule, fastsim.run's
         ahead): not SGLang with speculative decoding, which turns it off without spec v2 (sglang-0.5.yaml)."""
-        impl = self.impl_for(p.get("engine", ""))
+        impl = self.impl_for(p.get("engine", ""), "", p.get("engine_version", ""))
         return bool(getattr(impl, "overlap_schedule", False)) and not (p.get("engine") == "sglang" and
                                                                        p.get("speculative") == "mtp")
 
