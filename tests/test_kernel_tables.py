@@ -1,7 +1,7 @@
-"""Gated DeltaNet layers (Qwen3.5) priced from AIConfigurator's measured linear-attention kernels: the causal
-conv1d (causal_conv1d_fn in a prompt, causal_conv1d_update in decode) and the gated delta rule (the chunked kernel
-in a prompt, the recurrent one in decode), per device, engine and version (docs/derivations.md, "Measured
-kernels")."""
+"""Measured kernel tables (docs/derivations.md, "Measured kernels"): Gated DeltaNet layers (Qwen3.5) priced from
+AIConfigurator's linear-attention kernels, the causal conv1d (causal_conv1d_fn in a prompt, causal_conv1d_update in
+decode) and the gated delta rule (the chunked kernel in a prompt, the recurrent one in decode); and a measured run
+priced by the tables of exactly the engine version it used, where AIConfigurator measured that version."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -109,3 +109,54 @@ def test_a_serving_step_of_a_gdn_model_prices_its_measured_kernels_alike_in_ever
         want = engine.mixed_step(m, h, T, S, p, layout=lay, mode="achievable", impl="sglang-0.5")["latency_s"]
         assert ref(list(zip(T.tolist(), S.tolist()))) == pytest.approx(want, rel=1e-9), (nd, chunks)
         assert fast(T, S) == pytest.approx(want, rel=1e-9), (nd, chunks)
+
+
+# ---------------------------------------------------------------- the kernels of the engine version that ran
+def _two_versions(root):
+    """A B200 vLLM MoE table at 0.19.0 taking twice 0.24.0's time, shape for shape."""
+    shape = (3072, 1536, 8, 256, 4, 1)
+    for version, t in (("0.19.0", 0.04), ("0.24.0", 0.02)):
+        d = root / "b200_sxm" / "moe" / "vllm" / version
+        d.mkdir(parents=True)
+        rows = [("k", "fp8_block", n, *shape, kernels.MOE_DISTRIBUTION, t * n ** 0.5) for n in (1, 16, 256)]
+        pd.DataFrame(rows, columns=["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
+                                    "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"]
+                     ).to_parquet(d / "moe_perf.parquet")
+    return shape
+
+
+def test_a_run_is_priced_by_the_tables_of_its_own_engine_version_where_that_version_was_measured(tmp_path,
+                                                                                                 monkeypatch):
+    """A measured version prices the runs made with it; one AIConfigurator never measured leaves the profile's
+    version (its pick_version), not the nearest other one."""
+    pytest.importorskip("pyarrow")
+    shape = _two_versions(tmp_path)
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    hw = pm.load_hardware("b200")
+    new = kernels._load_aic(hw, "b200_sxm", "vllm", "0.24.0")
+    own = kernels._load_aic(hw, "b200_sxm", "vllm", "0.24.0", exact="0.19.0")
+    other = kernels._load_aic(hw, "b200_sxm", "vllm", "0.24.0", exact="0.18.0")
+    assert own.versions["moe"] == "0.19.0" and new.versions["moe"] == other.versions["moe"] == "0.24.0"
+    r = [float(ks.moe_ratio("fp8_block", shape, 16.0)) for ks in (own, new, other)]
+    assert r[0] == pytest.approx(2 * r[1]) and r[2] == r[1]
+    assert own.source.endswith("vllm 0.24.0 (0.19.0 where measured)")
+    assert kernels.measured_version("b200_sxm", "vllm", "0.19.0") == "0.19.0"
+    assert kernels.measured_version("b200_sxm", "vllm", "0.18.0") == ""
+    assert kernels.measured_version("b200_sxm", "sglang", "0.19.0") == ""  # another engine's folder
+    assert kernels.measured_version("b200_sxm", "vllm", float("nan")) == ""  # a row with no version
+
+
+def test_the_serving_validation_names_the_version_that_ran_only_for_the_engines_own_profile(monkeypatch, tmp_path):
+    """Predictor.impl_for: the engine's profile with the row's version as exact_version (its own key, so that its
+    instances are its own); a profile the user named is priced as named."""
+    from perfmodel.serving.silicon import Predictor
+
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    eng = Predictor("achievable")
+    a, b = eng.impl_for("vllm", "", "0.19.0"), eng.impl_for("vllm")
+    assert a.exact_version == "0.19.0" and b.exact_version == "" and a.key != b.key
+    assert eng.impl_for("vllm", "", "0.19.0") is a
+    assert Predictor("achievable", impl="vllm-0.24").impl_for("vllm", "", "0.19.0").exact_version == ""
+    assert Predictor("roofline").impl_for("vllm", "", "0.19.0") is None
+    moe = eng.impl_for("trtllm", "CUTLASS", "1.3.0rc20")
+    assert moe.moe_backend == "CUTLASS" and moe.exact_version == "1.3.0rc20"
