@@ -210,6 +210,20 @@ assert (auto.latency_s < deep.latency_s).all() or (auto.measured_share == 0).all
 auto.assign(deepgemm_latency_s=deep.latency_s)[["batch", "latency_s", "deepgemm_latency_s", "measured_share"]]
 """),
     ("markdown", """
+Qwen3.5's Gated DeltaNet layers: the causal conv1d and the delta rule are priced from the engine's measured
+kernels (the chunked kernel over a prompt, the recurrent one in decode), per sequences and tokens a sequence.
+Over an 8,192-token prompt the chunked kernel takes far longer than the datasheet model would price it.
+"""),
+    ("code", """
+gdn = pm.intensity("qwen3.5-397b-a17b", "b200", batch=1, context=8192, tp=4, weights_dtype="fp8-b128",
+                   act_dtype="fp8", kv_dtype="fp8", mode="achievable", impl="sglang-0.5")
+sheet = pm.intensity("qwen3.5-397b-a17b", "b200", batch=1, context=8192, tp=4, weights_dtype="fp8-b128",
+                     act_dtype="fp8", kv_dtype="fp8", mode="achievable", impl="sglang-0.5",
+                     sets={"impl.kernel_tables": "none"})
+pick = lambda t: t[t.op.str.startswith(("gdn_conv", "gdn_core"))]  # noqa: E731
+pick(gdn).assign(datasheet_s=pick(sheet).time_s.values)[["phase", "op", "time_s", "datasheet_s", "priced_by"]]
+"""),
+    ("markdown", """
 TensorRT-LLM runs no step that holds a prompt in a CUDA graph, so its host launches every op (69 µs an op,
 from a profiled gpt-oss-120b step on 2 B200s whose forward took about 30 ms of CPU time). A short prompt is
 host-bound; a long one is not.
