@@ -271,3 +271,27 @@ def test_one_backend_for_both_pools_is_one_name_and_only_a_tensorrt_llm_moe_run_
         row = _one(sample, rid)
     monkeypatch.setitem(sp._MOE_BACKENDS, sp.MOE_BACKENDS, {rid: ("TRTLLM", "TRTLLM")})
     assert "decode_moe_backend" not in silicon.plan(row)[0]  # a vLLM run: no TensorRT-LLM backend
+
+
+def test_an_engine_left_at_kv_cache_dtype_auto_keeps_an_unquantized_checkpoint_s_cache_in_the_model_dtype(sample):
+    """agg_kv.csv: InferenceX's dsr1_fp8_h200.sh launches SGLang with no --kv-cache-dtype (auto: the model's data
+    type), and DeepSeek-R1's config.json quantizes no KV cache, so its cache is bf16; dsr1_fp8_b200.sh sets
+    fp8_e4m3, which stays. A checkpoint not known to leave its KV cache unquantized (NVIDIA's Kimi-K2.5 NVFP4) keeps
+    the precision's fp8 cache whatever the script says."""
+    auto = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x1024_c16_tp8_0_ep1_0_285"))[0]
+    fp8 = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c128_tp8_0_ep1_0_300"))[0]
+    kimi = silicon.plan(_one(sample, "2026_03_25_kimi_k2_5_b200_sxm_vllm_fp4_agg_1024x1024_c16_tp4_0_ep4_0_575"))[0]
+    assert sp.agg_kv()[auto["id"]] == sp.agg_kv()[kimi["id"]] == "auto" and sp.agg_kv()[fp8["id"]] == "fp8_e4m3"
+    assert (auto["weights"], auto["act"], auto["kv"]) == ("fp8-b128", "fp8", "bf16")
+    assert (fp8["weights"], fp8["act"], fp8["kv"]) == ("fp8-b128", "fp8", "fp8")
+    assert kimi["kv"] == "fp8"
+    assert ("deepseek-ai/DeepSeek-R1", "fp8") in sp.KV_UNQUANTIZED and ("moonshotai/Kimi-K2.5", "fp4") not in \
+        sp.KV_UNQUANTIZED
+
+
+def test_the_kv_table_has_a_value_for_each_row_it_lists_and_an_empty_one_is_one_line(tmp_path):
+    t = sp.agg_kv()
+    assert len(t) == 1473 and set(t.values()) == {"auto", "fp8", "fp8_e4m3"}
+    bad = _table(tmp_path / "agg_kv.csv", "id,kv_cache_dtype,evidence", "x1,,somewhere")
+    with pytest.raises(SpecError, match="row x1: empty"):
+        sp.agg_kv(bad)

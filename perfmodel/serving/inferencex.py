@@ -194,6 +194,34 @@ def benchmark_settings(cfg: dict | None, engine: str, n: int) -> tuple[dict, str
     return out, why
 
 
+AGG_KV = DATA / "agg_kv.csv"
+_AGG_KV: dict = {}
+# checkpoints whose config.json quantizes no KV cache (quantization_config without a KV-cache scheme; AIConfigurator
+# 0.12.0's model_configs): deepseek-ai/DeepSeek-R1 and -V3 and MiniMaxAI/MiniMax-M2.5 (quant_method fp8, 128 x 128
+# weight blocks, dynamic activations), openai/gpt-oss-120b (quant_method mxfp4); by the sample's model_path and the
+# precision that is that checkpoint. An engine left at --kv-cache-dtype auto keeps their cache in the model's dtype.
+KV_UNQUANTIZED = frozenset({("deepseek-ai/DeepSeek-R1", "fp8"), ("deepseek-ai/DeepSeek-V3", "fp8"),
+                            ("MiniMaxAI/MiniMax-M2.5", "fp8"), ("openai/gpt-oss-120b", "fp4")})
+
+
+def agg_kv(path=None) -> dict:
+    """id -> the --kv-cache-dtype an aggregated InferenceX vLLM or SGLang row's benchmark script launched its engine
+    with (perfmodel/measure/data/inferencex/README.md, bench/inferencex_agg/kv_dtype.py): the value it sets, or "auto"
+    where it sets none (vLLM's CacheConfig.cache_dtype and SGLang's --kv-cache-dtype default: the model's data
+    type)."""
+    import csv
+
+    p = AGG_KV if path is None else Path(path)
+    if p not in _AGG_KV:
+        with open(p, newline="", encoding="utf-8") as f:
+            t = {r["id"]: r["kv_cache_dtype"] for r in csv.DictReader(f)}
+        bad = next((i for i, v in t.items() if not v), None)
+        if bad is not None:
+            raise SpecError(str(p), "kv_cache_dtype", f"row {bad}: empty (a value the script set, or auto)")
+        _AGG_KV[p] = t
+    return _AGG_KV[p]
+
+
 DRAFTS = DATA / "mtp_drafts.csv"
 _DRAFTS: dict = {}
 

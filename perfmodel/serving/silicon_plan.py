@@ -18,7 +18,8 @@ from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
     _num, _int, MOE_BACKENDS, _MOE_BACKENDS, moe_backends, RECIPES, _RECIPES, SA_BENCH, recipe_workers, LIMITS,
     _LIMITS, LIMIT_KEYS, disagg_limits, AGG_SPECULATIVE, _AGG_SPECULATIVE, MTP_PRICED, agg_speculative,
     AGG_TOPOLOGY, _AGG_TOPOLOGY, agg_topology, AGG_CONFIG, _AGG_CONFIG, ENGINE_LIMITS, ADP_TIMEOUT_ITERS,
-    ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts,
+    ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts, AGG_KV, _AGG_KV,
+    KV_UNQUANTIZED, agg_kv,
 )
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
@@ -304,6 +305,9 @@ def plan(df, recipes=None) -> list[dict]:
             r["reason"] = "no concurrency"
             continue
         wts, act, kv = PRECISION[q]
+        if row["mode"] == "agg" and agg_kv().get(row["id"]) == "auto" and (row["model_path"], row["precision"]) in \
+                KV_UNQUANTIZED:
+            kv = "bf16"  # its script left the engine's KV cache at auto: the model's dtype (inferencex.agg_kv)
         wts = weights_format(row, wts)
         if act == "nvfp4" and "fp4" not in hw.peak_flops:  # no fp4 tensor cores (Hopper): fp4 weights, 16-bit math
             act = "bf16"
