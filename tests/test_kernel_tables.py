@@ -160,3 +160,21 @@ def test_the_serving_validation_names_the_version_that_ran_only_for_the_engines_
     assert Predictor("roofline").impl_for("vllm", "", "0.19.0") is None
     moe = eng.impl_for("trtllm", "CUTLASS", "1.3.0rc20")
     assert moe.moe_backend == "CUTLASS" and moe.exact_version == "1.3.0rc20"
+
+
+@needs_aic
+def test_the_vllm_0_19_profile_prices_with_vllm_0_19_s_tables_where_measured_and_the_step_loop_of_0_24():
+    """vllm-0.19 is vllm-0.24 (its step loop) at engine version 0.19.0: B200's fused MoE from the 0.19.0 table,
+    AIConfigurator's GEMMs of 0.24.0 (no older ones); its MoE kernels are slower, so the step is."""
+    kw = dict(batch=[32], context=1536, tp=4, weights_dtype="fp8-b128", act_dtype="fp8", kv_dtype="fp8",
+              mode="achievable")
+    old = pm.decode("minimax-m2.5", "b200", impl="vllm-0.19", **kw).latency_s.iloc[0]
+    new = pm.decode("minimax-m2.5", "b200", impl="vllm-0.24", **kw).latency_s.iloc[0]
+    assert 1.05 * new < old < 1.5 * new
+    from perfmodel.specs import load_impl
+
+    a, b = load_impl("vllm-0.19"), load_impl("vllm-0.24")
+    assert (a.engine, a.engine_version) == ("vllm", "0.19.0") and (a.host_step, a.host_per_seq) == (b.host_step,
+                                                                                                     b.host_per_seq)
+    ks = kernels.load(pm.load_hardware("b200"), a.engine, a.engine_version)
+    assert ks.versions["moe"] == "0.19.0" and ks.versions["gemm"] == "0.24.0"
