@@ -37,6 +37,8 @@ def test_at_a_measured_shape_each_gdn_kernel_costs_what_aiconfigurator_timed_on_
     assert dec["gdn_conv"][0] == pytest.approx(45 * 0.00229984e-3, rel=1e-5)  # float32 in the table
     src = "AIConfigurator " + kernels._aic_version() + " b200_sxm sglang 0.5.14"
     assert all(pre[k][1] == src and dec[k][1] == src for k in ("gdn_core", "gdn_conv"))
+    ks = kernels.load(pm.load_hardware("b200"), "sglang", "0.5.14")
+    assert ks.versions["gdn"] == "0.5.14" and "gdn 0.5.14" in ks.kinds()  # the footer names the table read
     assert pre["gdn_norm_gate"][1] == "datasheet"  # the gated RMSNorm is not in the tables
     # the roofline never reads a table
     roof = _gdn(pm.intensity(QWEN, "b200", 1, 8192, weights_dtype="fp8-b128", act_dtype="fp8", kv_dtype="fp8", tp=4),
@@ -144,6 +146,8 @@ def test_a_run_is_priced_by_the_tables_of_its_own_engine_version_where_that_vers
     assert kernels.measured_version("b200_sxm", "vllm", "0.18.0") == ""
     assert kernels.measured_version("b200_sxm", "sglang", "0.19.0") == ""  # another engine's folder
     assert kernels.measured_version("b200_sxm", "vllm", float("nan")) == ""  # a row with no version
+    monkeypatch.setattr(kernels, "aic_dir", lambda: None)  # without the extra: no version was measured
+    assert kernels.measured_version("b200_sxm", "vllm", "0.19.0") == ""
 
 
 def test_the_serving_validation_names_the_version_that_ran_only_for_the_engines_own_profile(monkeypatch, tmp_path):
