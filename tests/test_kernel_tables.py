@@ -182,3 +182,21 @@ def test_the_vllm_0_19_profile_prices_with_vllm_0_19_s_tables_where_measured_and
                                                                                                      b.host_per_seq)
     ks = kernels.load(pm.load_hardware("b200"), a.engine, a.engine_version)
     assert ks.versions["moe"] == "0.19.0" and ks.versions["gemm"] == "0.24.0"
+
+
+def test_only_the_head_dims_the_gdn_rules_are_scaled_from_are_read(tmp_path, monkeypatch):
+    """gdn_time scales a measured time by channels of 128-wide heads: a row of another head dim (k 128, v 64 here, at
+    a thousandth of the time, which the fastest-kernel rule would take) is not read, whichever of its dims differs."""
+    pytest.importorskip("pyarrow")
+    d = tmp_path / "b200_sxm" / "linear_attention" / "sglang" / "0.5.14"
+    d.mkdir(parents=True)
+    cols = ["kernel_source", "phase", "batch_size", "seq_len", "num_k_heads", "num_v_heads", "head_k_dim",
+            "head_v_dim", "latency"]
+    rows = [("fused_recurrent_gated_delta_rule", "generation", b, 1, 4, 16, 128, 128, 0.001 * b) for b in (1, 16)]
+    rows += [("fused_recurrent_gated_delta_rule", "generation", b, 1, 4, 16, hk, hv, 1e-6 * b)
+             for b in (1, 16) for hk, hv in ((128, 64), (64, 128))]
+    pd.DataFrame(rows, columns=cols).to_parquet(d / "gdn_perf.parquet")
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    ks = kernels._load_aic(pm.load_hardware("b200"), "b200_sxm", "sglang", "0.5.14")
+    assert ks.versions["gdn"] == "0.5.14" and set(ks.gdn) == {("generation", "core")}
+    assert float(ks.gdn_time("generation", "core", (4, 16, 128, 128), 16, 1)) == pytest.approx(16e-6)
