@@ -200,3 +200,41 @@ def test_only_the_head_dims_the_gdn_rules_are_scaled_from_are_read(tmp_path, mon
     ks = kernels._load_aic(pm.load_hardware("b200"), "b200_sxm", "sglang", "0.5.14")
     assert ks.versions["gdn"] == "0.5.14" and set(ks.gdn) == {("generation", "core")}
     assert float(ks.gdn_time("generation", "core", (4, 16, 128, 128), 16, 1)) == pytest.approx(16e-6)
+
+
+def test_a_gdn_kernel_timed_faster_than_its_ideal_is_priced_at_the_roofline_never_below(tmp_path, monkeypatch):
+    """max(r, 1) keeps the roofline a bound: tables that time each GDN kernel at a picosecond price each op at its
+    roofline time, computed at the roofline's own peak (the attention rate for the delta rule, a prompt's being
+    compute-bound at the CUDA-core rate and memory-bound at the tensor rate), and a prompt of one-token chunks looks
+    up the one-token row."""
+    pytest.importorskip("pyarrow")
+    d = tmp_path / "b200_sxm" / "linear_attention" / "sglang" / "0.5.14"
+    d.mkdir(parents=True)
+    cols = ["kernel_source", "phase", "batch_size", "seq_len", "num_k_heads", "num_v_heads", "head_k_dim",
+            "head_v_dim", "latency"]
+    rows = [(src, ph, b, t, 4, 16, 128, 128, 1e-9) for src, ph in (("chunk_gated_delta_rule", "context"),
+                                                                   ("causal_conv1d_fn", "context"),
+                                                                   ("fused_recurrent_gated_delta_rule", "generation"),
+                                                                   ("causal_conv1d_update", "generation"))
+            for b in (1, 16) for t in ((1, 8192) if ph == "context" else (1,))]
+    pd.DataFrame(rows, columns=cols).to_parquet(d / "gdn_perf.parquet")
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    monkeypatch.setenv("PERFMODEL_CACHE", str(tmp_path / "cache"))
+    kw = dict(weights_dtype="fp8-b128", act_dtype="fp8", kv_dtype="fp8", tp=4)
+    ach = pm.intensity(QWEN, "b200", 1, 8192, mode="achievable", impl="sglang-0.5", **kw)
+    roof = pm.intensity(QWEN, "b200", 1, 8192, **kw)
+    for name in ("gdn_core", "gdn_conv"):
+        for phase in ("prefill", "decode"):
+            a = ach[(ach.phase == phase) & ach.op.str.startswith(name)]
+            r = roof[(roof.phase == phase) & roof.op.str.startswith(name)]
+            assert a.priced_by.iloc[0].startswith("AIConfigurator")
+            assert float(a.time_s.iloc[0]) == pytest.approx(float(r.time_s.iloc[0]), rel=1e-9), (name, phase)
+    # one-token chunks: the seq_len 1 row (here a million times the 8,192-token row's time), not a neighbour's
+    ks = kernels._load_aic(pm.load_hardware("b200"), "b200_sxm", "sglang", "0.5.14")
+    ks.gdn[("context", "core")][(4, 16)] = _grid(
+        pd.DataFrame([(1, 1, 1e-3), (1, 8192, 1e-9)], columns=["batch_size", "seq_len", "latency"]),
+        ["batch_size", "seq_len"], np.log([1e-3, 1e-9]))
+    op = next(o for o in build_ops(pm.load_model(QWEN), 1.0, 1.0, 1.0, "prefill", Precision("bf16"),
+                                   layout=Layout(tp=4)) if o.name == "gdn_core")
+    r, peak = _measured_gdn(ks, op, 1e15, 8e12)
+    assert float(r) * max(op.flops / peak, op.bytes / 8e12) == pytest.approx(1e-3)
