@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..formats import get_format
-from ..kernels import measured_version
+from ..kernels import aic_dir, measured_version
 from ..ops import Layout
 from .scheduler import ENGINE_PREFILL
 from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
@@ -274,7 +274,7 @@ def plan(df, recipes=None) -> list[dict]:
     its recipe where recipe_workers (`recipes`: that table's path, default the shipped one) has it."""
     from .. import api
 
-    out, specs = [], {}
+    out, specs, aic = [], {}, aic_dir()
     for row in df.to_dict("records"):
         r = {"id": row["id"], "status": "skipped", "reason": "", "assumed": ""}
         out.append(r)
@@ -321,7 +321,7 @@ def plan(df, recipes=None) -> list[dict]:
             r["prefill_moe_backend"], r["decode_moe_backend"] = moe
         r.update(model=name, hardware=dev, weights=wts, act=act, kv=kv,
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
-                 engine_version=measured_version(row["system"], row["backend"], row["backend_version"]),
+                 engine_version=measured_version(row["system"], row["backend"], row["backend_version"], aic),
                  budget=budget(row["backend"], hw))
         if row["mode"] == "agg":
             tp, dp, fixed = agg_parallel(row)
