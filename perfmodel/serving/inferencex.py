@@ -222,6 +222,29 @@ def agg_kv(path=None) -> dict:
     return _AGG_KV[p]
 
 
+DISAGG_KV = DATA / "disagg_kv.csv"
+_DISAGG_KV: dict = {}
+
+
+def disagg_kv(path=None) -> dict:
+    """id -> (prefill, decode) KV-cache dtype a disaggregated InferenceX row's recipe set for its workers
+    (perfmodel/measure/data/inferencex/README.md, bench/inferencex_workers/kv_dtype.py): the value written, or "auto"
+    where the worker's section sets none (the engine's default: the model's data type or its checkpoint's KV
+    quantization). Rows whose recipe is not in the mirrors are absent."""
+    import csv
+
+    p = DISAGG_KV if path is None else Path(path)
+    if p not in _DISAGG_KV:
+        with open(p, newline="", encoding="utf-8") as f:
+            t = {r["id"]: (r["prefill_kv_dtype"], r["decode_kv_dtype"]) for r in csv.DictReader(f)}
+        bad = next((i for i, v in t.items() if not all(v)), None)
+        if bad is not None:
+            raise SpecError(str(p), "prefill_kv_dtype/decode_kv_dtype", f"row {bad}: empty (a value the recipe set, "
+                            "or auto)")
+        _DISAGG_KV[p] = t
+    return _DISAGG_KV[p]
+
+
 DRAFTS = DATA / "mtp_drafts.csv"
 _DRAFTS: dict = {}
 

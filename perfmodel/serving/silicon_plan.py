@@ -19,7 +19,7 @@ from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
     _LIMITS, LIMIT_KEYS, disagg_limits, AGG_SPECULATIVE, _AGG_SPECULATIVE, MTP_PRICED, agg_speculative,
     AGG_TOPOLOGY, _AGG_TOPOLOGY, agg_topology, AGG_CONFIG, _AGG_CONFIG, ENGINE_LIMITS, ADP_TIMEOUT_ITERS,
     ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts, AGG_KV, _AGG_KV,
-    KV_UNQUANTIZED, agg_kv,
+    KV_UNQUANTIZED, agg_kv, disagg_kv,
 )
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
@@ -268,6 +268,15 @@ def agg_parallel(row) -> tuple:
     return (*fixed, f"the sample's {what} is tp x ep of the run its id names (tp{t}_ep{e}): {t} GPUs")
 
 
+def kv_auto(row) -> bool:
+    """Whether the row's engine ran its KV cache at its default, auto: an aggregated row whose script set no
+    --kv-cache-dtype (inferencex.agg_kv), or a disaggregated one whose recipe set none for either worker
+    (inferencex.disagg_kv). Rows not in those tables keep the precision's cache."""
+    if row["mode"] == "agg":
+        return agg_kv().get(row["id"]) == "auto"
+    return disagg_kv().get(row["id"]) == ("auto", "auto")
+
+
 def plan(df, recipes=None) -> list[dict]:
     """Per row: the catalog model and device, precision, layouts, concurrency and workers, or the reason the row
     cannot be predicted ("status": "ok" or "skipped", "reason"). A disagg row without worker counts takes them from
@@ -305,9 +314,8 @@ def plan(df, recipes=None) -> list[dict]:
             r["reason"] = "no concurrency"
             continue
         wts, act, kv = PRECISION[q]
-        if row["mode"] == "agg" and agg_kv().get(row["id"]) == "auto" and (row["model_path"], row["precision"]) in \
-                KV_UNQUANTIZED:
-            kv = "bf16"  # its script left the engine's KV cache at auto: the model's dtype (inferencex.agg_kv)
+        if kv_auto(row) and (row["model_path"], row["precision"]) in KV_UNQUANTIZED:
+            kv = "bf16"  # its script or recipe left the engine's KV cache at auto: the model's dtype
         wts = weights_format(row, wts)
         if act == "nvfp4" and "fp4" not in hw.peak_flops:  # no fp4 tensor cores (Hopper): fp4 weights, 16-bit math
             act = "bf16"
