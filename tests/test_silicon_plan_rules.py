@@ -289,6 +289,32 @@ def test_an_engine_left_at_kv_cache_dtype_auto_keeps_an_unquantized_checkpoint_s
         sp.KV_UNQUANTIZED
 
 
+def test_a_disaggregated_recipe_that_sets_no_kv_cache_dtype_leaves_an_unquantized_checkpoint_s_cache_in_bf16(sample):
+    """disagg_kv.csv: srt-slurm's recipes/h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml sets no kv-cache-dtype for either
+    SGLang worker (auto: DeepSeek-R1's bf16), while the B200 recipes set fp8_e4m3 for both; a row whose recipe is not
+    in the mirrors (absent from the table) keeps the precision's cache."""
+    rid = "2026_03_25_deepseek_r1_h100_sxm_sglang_fp8_disagg_1024x1024_c128_tp16_0_ep1_0_704"
+    auto = silicon.plan(_one(sample, rid))[0]
+    fp8 = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_disagg_8192x1024_c16_tp8_0_ep1_0_518"))[0]
+    assert sp.disagg_kv()[auto["id"]] == ("auto", "auto") and sp.disagg_kv()[fp8["id"]] == ("fp8_e4m3", "fp8_e4m3")
+    assert (auto["weights"], auto["act"], auto["kv"]) == ("fp8-b128", "fp8", "bf16")
+    assert (fp8["weights"], fp8["act"], fp8["kv"]) == ("fp8-b128", "fp8", "fp8")
+    unread = sample[(sample["mode"] == "disagg") & (sample["model_path"] == "deepseek-ai/DeepSeek-R1") &
+                    (sample["precision"] == "fp8") & ~sample["id"].isin(list(sp.disagg_kv()))]
+    assert len(unread) and silicon.plan(unread.iloc[[0]])[0]["kv"] == "fp8"
+    # one worker at auto and the other set is not the engine's default for the row: the precision's cache stays
+    assert not sp.kv_auto({"mode": "disagg", "id": "x"}) and sp.kv_auto({"mode": "disagg", "id": rid})
+
+
+def test_the_disagg_kv_table_has_both_workers_for_each_row_and_an_empty_one_is_one_line(tmp_path):
+    t = sp.disagg_kv()
+    assert len(t) == 1083 and set(t.values()) == {("auto", "auto"), ("fp8", "fp8"), ("fp8_e4m3", "fp8_e4m3")}
+    bad = _table(tmp_path / "disagg_kv.csv", "id,engine,prefill_kv_dtype,decode_kv_dtype,evidence",
+                 "x1,sglang,auto,,somewhere")
+    with pytest.raises(SpecError, match="row x1: empty"):
+        sp.disagg_kv(bad)
+
+
 def test_the_kv_table_has_a_value_for_each_row_it_lists_and_an_empty_one_is_one_line(tmp_path):
     t = sp.agg_kv()
     assert len(t) == 1473 and set(t.values()) == {"auto", "fp8", "fp8_e4m3"}

@@ -42,8 +42,9 @@ are priced with the experts tensor-parallel: the same weights, FLOPs and bytes p
 engine runs all-to-alls. Precision maps as AIConfigurator's profiles (sdk/task_v1_compat.py _PROFILE_TO_QUANT):
 fp8 -> fp8 weights, activations and KV cache (fp8-b128 weights, block-scaled, where the GEMM or MoE quant
 mode is fp8_block); nvfp4 -> NVFP4 weights and activations, fp8 KV; int4_wo -> int4
-weights, bf16 activations; bf16 -> bf16; but an aggregated InferenceX vLLM or SGLang run whose script left the KV
-cache at the engine's auto keeps an unquantized checkpoint's cache in bf16 (silicon_plan, inferencex.agg_kv). In the
+weights, bf16 activations; bf16 -> bf16; but an InferenceX run whose script (aggregated) or recipe (disaggregated,
+both workers) left the KV cache at the engine's auto keeps an unquantized checkpoint's cache in bf16
+(silicon_plan.kv_auto, inferencex.agg_kv and disagg_kv). In the
 achievable mode a row is priced by the kernel tables of exactly the engine version it ran where AIConfigurator
 measured that version (Predictor.impl_for). Never is a parameter fitted to these points.
 """
