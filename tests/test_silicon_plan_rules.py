@@ -289,6 +289,15 @@ def test_an_engine_left_at_kv_cache_dtype_auto_keeps_an_unquantized_checkpoint_s
         sp.KV_UNQUANTIZED
 
 
+def test_a_tensorrt_llm_script_s_kv_cache_config_dtype_is_read_and_auto_keeps_gpt_oss_s_cache_in_bf16(sample):
+    """agg_kv.csv: gptoss_fp4_h200_trt_slurm.sh writes `kv_cache_config: dtype: auto` into trtllm-serve's YAML
+    (gpt-oss-120b's config.json quantizes no KV cache: bf16), gptoss_fp4_b200_trt.sh writes `dtype: fp8`."""
+    auto = silicon.plan(_one(sample, "2026_03_25_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x8192_c8_tp8_0_ep8_0_1239"))[0]
+    fp8 = silicon.plan(_one(sample, "2026_03_25_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x8192_c4_tp8_0_ep1_0_993"))[0]
+    assert (sp.agg_kv()[auto["id"]], sp.agg_kv()[fp8["id"]]) == ("auto", "fp8")
+    assert (auto["kv"], fp8["kv"]) == ("bf16", "fp8")
+
+
 def test_a_disaggregated_recipe_that_sets_no_kv_cache_dtype_leaves_an_unquantized_checkpoint_s_cache_in_bf16(sample):
     """disagg_kv.csv: srt-slurm's recipes/h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml sets no kv-cache-dtype for either
     SGLang worker (auto: DeepSeek-R1's bf16), while the B200 recipes set fp8_e4m3 for both; a row whose recipe is not
@@ -317,7 +326,7 @@ def test_the_disagg_kv_table_has_both_workers_for_each_row_and_an_empty_one_is_o
 
 def test_the_kv_table_has_a_value_for_each_row_it_lists_and_an_empty_one_is_one_line(tmp_path):
     t = sp.agg_kv()
-    assert len(t) == 1473 and set(t.values()) == {"auto", "fp8", "fp8_e4m3"}
+    assert len(t) == 2047 and set(t.values()) == {"auto", "fp8", "fp8_e4m3"}
     bad = _table(tmp_path / "agg_kv.csv", "id,kv_cache_dtype,evidence", "x1,,somewhere")
     with pytest.raises(SpecError, match="row x1: empty"):
         sp.agg_kv(bad)
