@@ -133,6 +133,28 @@ def agg_topology(path=None) -> dict:
     return _AGG_TOPOLOGY[p]
 
 
+AGG_EP = DATA / "agg_ep.csv"
+_AGG_EP: dict = {}
+
+
+def agg_ep(path=None) -> dict:
+    """id -> evidence, for the aggregated InferenceX rows whose benchmark script ran the experts expert-parallel over
+    all of the run's tensor-parallel GPUs whatever the configuration's ep (the id's _ep1) said: TensorRT-LLM's
+    `--ep_size=$TP`, vLLM's `--enable-expert-parallel` under `[ "$EP_SIZE" -ge 1 ]` (perfmodel/measure/data/
+    inferencex/README.md, bench/inferencex_agg/expert_parallel.py)."""
+    import csv
+
+    p = AGG_EP if path is None else Path(path)
+    if p not in _AGG_EP:
+        with open(p, newline="", encoding="utf-8") as f:
+            t = {r["id"]: (r["ep"], r["evidence"]) for r in csv.DictReader(f)}
+        bad = next((i for i, (e, _) in t.items() if e != "tp"), None)
+        if bad is not None:
+            raise SpecError(str(p), "ep", f"row {bad}: {t[bad][0]!r} is not tp (the experts over the run's tp GPUs)")
+        _AGG_EP[p] = {i: ev for i, (_, ev) in t.items()}
+    return _AGG_EP[p]
+
+
 AGG_CONFIG = DATA / "agg_config.csv"
 _AGG_CONFIG: dict = {}
 # each engine's names for its token budget and its cap on running requests (per attention-DP rank in TensorRT-LLM

@@ -19,7 +19,7 @@ from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
     _LIMITS, LIMIT_KEYS, disagg_limits, AGG_SPECULATIVE, _AGG_SPECULATIVE, MTP_PRICED, agg_speculative,
     AGG_TOPOLOGY, _AGG_TOPOLOGY, agg_topology, AGG_CONFIG, _AGG_CONFIG, ENGINE_LIMITS, ADP_TIMEOUT_ITERS,
     ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts, AGG_KV, _AGG_KV,
-    KV_UNQUANTIZED, agg_kv, disagg_kv,
+    KV_UNQUANTIZED, agg_kv, disagg_kv, AGG_EP, _AGG_EP, agg_ep,
 )
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
@@ -204,9 +204,12 @@ def tep_experts(row, tp: int | None, dp: int) -> str:
     """"ep" where an agg row's tp group held whole experts (attention tensor-parallel, experts expert-parallel: TEP),
     else "tp". InferenceX names a run by its GPUs and the expert parallelism within them (..._tp8_ep8_...), and runs
     attention DP where the sample's attention_dp_size says so: an id whose ep is its tp, without attention DP, ran
-    TEP. Without such an id, the sample's own split says it: moe_tp 1 and moe_ep the worker's tp."""
+    TEP. Without such an id, the sample's own split says it: moe_tp 1 and moe_ep the worker's tp. A script that runs
+    the experts over all its tp GPUs whatever the configuration's ep (inferencex.agg_ep) says "ep" before all."""
     if not tp or tp < 2 or dp > 1:
         return "tp"
+    if row["id"] in agg_ep():  # the script's launch ran the experts over all tp GPUs whatever its ep said
+        return "ep"
     ran = agg_topology().get(row["id"])
     if ran is not None and ran[2] is not None:
         return "ep" if ran[0] == ran[1] == tp and not ran[2] else "tp"

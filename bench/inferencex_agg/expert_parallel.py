@@ -1,0 +1,120 @@
+"""agg_ep.csv: the aggregated InferenceX rows whose benchmark script ran the experts expert-parallel over all of the
+run's tensor-parallel GPUs whatever the configuration's `ep` (and so the id's `_ep<k>`) said.
+
+Read from the row's script (agg_config.csv `script`, one path@commit; rows with several candidate scripts are left
+out), never inferred; no measured latency is read. A row is listed where the launch line's expert parallelism is
+the tensor-parallel size by the script's own text:
+- TensorRT-LLM: `trtllm-serve ... --ep_size=$TP` (or `--ep_size $TP`), or `--ep_size=$EP_SIZE` where the script's
+  only assignment of EP_SIZE is `EP_SIZE="$TP"` at the top level (e.g. benchmarks/dsr1_fp8_h200_trt_slurm.sh
+  @e06929c70 L24 and L83);
+- vLLM: `--enable-expert-parallel` (experts over tp x dp ranks, vLLM's expert-parallel deployment docs) passed
+  without a condition, or under `if [ "$EP_SIZE" -ge 1 ]`, which every EP_SIZE the workflow passes (>= 1)
+  satisfies (benchmarks/single_node/minimaxm2.5_fp8_h200.sh@1d5cae141 L25-26).
+Other scripts pass the configuration's EP_SIZE through (SGLang `--ep-size $EP_SIZE`, vLLM `-gt 1`), and their rows
+are not listed. A TensorRT-LLM script that decides DP_ATTENTION itself from ISL, OSL and CONC (dsr1_fp8_h200_trt_slurm
+.sh: true above 64 clients at 1k/1k and 1k/8k, above 32 at 8k/1k) has that block run in bash with the row's values;
+a row where it turns attention DP on, which the sample's attention_dp_size of 1 does not say, is left out.
+
+    python bench/inferencex_agg/expert_parallel.py INFERENCEX_MIRROR OUT.csv
+"""
+import csv
+import os
+import re
+import subprocess
+import sys
+
+import pandas as pd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "..", "perfmodel", "measure", "data")
+TRT_TP = re.compile(r"--ep_size[= ]\"?\$\{?TP\}?\b")
+TRT_VAR = re.compile(r"--ep_size[= ]\"?\$\{?EP_SIZE\}?\b")
+EP_ASSIGN = re.compile(r"^(\s*)(?:export\s+)?EP_SIZE=(.*)$")
+VLLM_EP = re.compile(r"--enable-expert-parallel")
+GE1 = re.compile(r"if \[\[? \"?\$\{?EP_SIZE\}?\"? -ge 1 \]\]?")
+
+
+def read(mirror, spec):
+    path, commit = spec.split("@")
+    r = subprocess.run(["git", "--git-dir", mirror, "show", f"{commit}:{path}"], capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else None
+
+
+def live(lines):
+    return [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def forced_ep(mirror, spec):
+    """(evidence) where the script's launch runs the experts expert-parallel over all its tp GPUs, else None."""
+    txt = read(mirror, spec)
+    if txt is None:
+        return None
+    lines = live(txt.splitlines())
+    if "trtllm-serve" in txt:
+        tp = [i for i, ln in lines if TRT_TP.search(ln)]
+        if tp:
+            return f"{spec}:L{tp[0]} --ep_size=$TP"
+        var = [i for i, ln in lines if TRT_VAR.search(ln)]
+        sets = [(i, m.group(1), m.group(2).strip()) for i, ln in lines for m in [EP_ASSIGN.match(ln)] if m]
+        if var and len(sets) == 1 and sets[0][1] == "" and sets[0][2] in ('"$TP"', "$TP", '"${TP}"', "${TP}"):
+            return f"{spec}:L{sets[0][0]} EP_SIZE={sets[0][2]}, L{var[0]} --ep_size=$EP_SIZE"
+        return None
+    if "vllm serve" in txt or "vllm.entrypoints" in txt:
+        ep = [i for i, ln in lines if VLLM_EP.search(ln)]
+        if not ep:
+            return None
+        conds = [(i, ln) for i, ln in lines if re.match(r"\s*(if|elif)\b", ln) and "EP" in ln]
+        if not conds:  # the flag on the serve command itself, no EP condition anywhere in the script
+            on_cmd = [i for i, ln in lines if VLLM_EP.search(ln) and (ln.lstrip().startswith("--") or "vllm serve" in ln)]
+            return f"{spec}:L{on_cmd[0]} --enable-expert-parallel (no condition)" if on_cmd else None
+        if len(conds) == 1 and GE1.search(conds[0][1]):
+            return f"{spec}:L{conds[0][0]} {conds[0][1].strip()} (every EP_SIZE >= 1), L{ep[0]} --enable-expert-parallel"
+        return None
+    return None
+
+
+def script_dp(mirror, spec, isl, osl, conc, tp):
+    """DP_ATTENTION as the script's own decision block sets it for the row (bash, only its assignments and tests),
+    or None where the script has no such block."""
+    lines = (read(mirror, spec) or "").splitlines()
+    a = next((i for i, ln in enumerate(lines) if ln.startswith("# ========= Determine DP_ATTENTION")), None)
+    b = next((i for i, ln in enumerate(lines) if a is not None and i > a and ln.startswith('echo "Final configuration')),
+             None)
+    if a is None or b is None:
+        return None
+    block = "\n".join(lines[a + 1:b])
+    if re.search(r"\$\(|`|\beval\b|>|\bsource\b|\.\s", block):  # only assignments and tests are run
+        return None
+    r = subprocess.run(["bash", "-c", block + '\necho "$DP_ATTENTION"'], capture_output=True, text=True,
+                       env={"ISL": str(isl), "OSL": str(osl), "CONC": str(conc), "TP": str(tp), "PATH": "/usr/bin:/bin"})
+    return r.stdout.strip() == "true" if r.returncode == 0 else None
+
+
+def main(mirror, out):
+    cfg = pd.read_csv(os.path.join(DATA, "inferencex", "agg_config.csv"), dtype=str)
+    sample = pd.read_csv(os.path.join(DATA, "aiconfigurator", "silicon_sample.csv"), dtype={"id": str})
+    rows = cfg.merge(sample[["id", "backend", "isl", "osl", "batch_size", "tp_size", "attention_dp_size"]], on="id")
+    rows = rows[rows.script.notna() & ~rows.script.fillna("").str.contains("|", regex=False)]
+    seen, found, dp_on = {}, [], 0
+    for r in rows.itertuples():
+        if r.script not in seen:
+            seen[r.script] = forced_ep(mirror, r.script)
+        if seen[r.script] is None:
+            continue
+        dp = script_dp(mirror, r.script, int(r.isl), int(r.osl), int(r.batch_size), int(r.tp_size))
+        if dp or (r.attention_dp_size or 1) > 1:
+            dp_on += 1
+            continue
+        found.append((r.id, "tp", seen[r.script] + ("; the script's DP_ATTENTION block: false" if dp is False else "")))
+    tmp = out + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["id", "ep", "evidence"])
+        w.writerows(sorted(found))
+    os.replace(tmp, out)
+    print(f"{len(found)} of {len(rows)} rows ({dp_on} left out: attention DP); scripts: {sorted({e.split(':')[0] for _, _, e in found})}",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
