@@ -298,6 +298,28 @@ def test_a_tensorrt_llm_script_s_kv_cache_config_dtype_is_read_and_auto_keeps_gp
     assert (auto["kv"], fp8["kv"]) == ("bf16", "fp8")
 
 
+def test_a_script_that_launches_with_ep_size_tp_runs_tep_whatever_the_id_s_ep_says(sample):
+    """agg_ep.csv: gptoss_fp4_h200_trt_slurm.sh@e06929c70 launches `trtllm-serve ... --ep_size=$TP`, so its run named
+    tp4_ep1 held whole experts per GPU like the tp4_ep4 one (they measured 4.98 and 4.94 ms TPOT at 4 clients);
+    gptoss_fp4_b200_trt.sh passes the configuration's EP_SIZE, and its tp4_ep1 run keeps the experts split."""
+    h200 = "2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x1024_c4_tp4_ep1_341"
+    b200 = "2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_8192x1024_c4_tp4_ep1_139"
+    assert "--ep_size=$TP" in sp.agg_ep()[h200] and b200 not in sp.agg_ep()
+    assert silicon.plan(_one(sample, h200))[0]["layout"] == Layout(4, experts="ep")
+    assert silicon.plan(_one(sample, b200))[0]["layout"] == Layout(4, experts="tp")
+    # a row the table lists but that ran attention DP keeps DP's layout (the experts over every rank anyway)
+    row = {"id": h200, "tp_size": 4, "attention_dp_size": 1}
+    assert sp.tep_experts(row, 4, 1) == "ep" and sp.tep_experts(row, 4, 2) == "tp" and sp.tep_experts(row, 1, 1) == "tp"
+
+
+def test_the_ep_table_names_only_runs_over_their_tp_gpus_and_anything_else_is_one_line(tmp_path):
+    t = sp.agg_ep()
+    assert len(t) == 139 and all("EP_SIZE" in v or "--ep_size=$TP" in v for v in t.values())
+    bad = _table(tmp_path / "agg_ep.csv", "id,ep,evidence", "x1,8,somewhere")
+    with pytest.raises(SpecError, match="row x1: '8' is not tp"):
+        sp.agg_ep(bad)
+
+
 def test_a_disaggregated_recipe_that_sets_no_kv_cache_dtype_leaves_an_unquantized_checkpoint_s_cache_in_bf16(sample):
     """disagg_kv.csv: srt-slurm's recipes/h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml sets no kv-cache-dtype for either
     SGLang worker (auto: DeepSeek-R1's bf16), while the B200 recipes set fp8_e4m3 for both; a row whose recipe is not
