@@ -7,6 +7,10 @@ the tensor-parallel size by the script's own text:
 - TensorRT-LLM: `trtllm-serve ... --ep_size=$TP` (or `--ep_size $TP`), or `--ep_size=$EP_SIZE` where the script's
   only assignment of EP_SIZE is `EP_SIZE="$TP"` at the top level (e.g. benchmarks/dsr1_fp8_h200_trt_slurm.sh
   @e06929c70 L24 and L83);
+- SGLang: `--enable-ep-moe` on the launch line (the ep size is the tp size; SGLang's deprecated-arguments table:
+  "`--enable-ep-moe` | `--ep-size <N>` (set to same value as `--tp-size`)"; InferenceX perf-changelog, PR
+  InferenceMAX#204: "Replace --enable-ep-moe with --ep-size $EP_SIZE"), e.g. benchmarks/dsr1_fp4_b200_docker.sh
+  @e06929c70 L24;
 - vLLM: `--enable-expert-parallel` (experts over tp x dp ranks, vLLM's expert-parallel deployment docs) passed
   without a condition, or under `if [ "$EP_SIZE" -ge 1 ]`, which every EP_SIZE the workflow passes (>= 1)
   satisfies (benchmarks/single_node/minimaxm2.5_fp8_h200.sh@1d5cae141 L25-26).
@@ -59,6 +63,10 @@ def forced_ep(mirror, spec):
         if var and len(sets) == 1 and sets[0][1] == "" and sets[0][2] in ('"$TP"', "$TP", '"${TP}"', "${TP}"):
             return f"{spec}:L{sets[0][0]} EP_SIZE={sets[0][2]}, L{var[0]} --ep_size=$EP_SIZE"
         return None
+    if "sglang.launch_server" in txt:
+        ep = [i for i, ln in lines if "--enable-ep-moe" in ln]
+        sized = [i for i, ln in lines if re.search(r"--ep-size|--expert-parallel-size|--ep\b", ln)]
+        return f"{spec}:L{ep[0]} --enable-ep-moe" if ep and not sized else None
     if "vllm serve" in txt or "vllm.entrypoints" in txt:
         ep = [i for i, ln in lines if VLLM_EP.search(ln)]
         if not ep:
