@@ -314,7 +314,7 @@ def test_a_script_that_launches_with_ep_size_tp_runs_tep_whatever_the_id_s_ep_sa
 
 def test_the_ep_table_names_only_runs_over_their_tp_gpus_and_anything_else_is_one_line(tmp_path):
     t = sp.agg_ep()
-    assert len(t) == 139 and all("EP_SIZE" in v or "--ep_size=$TP" in v for v in t.values())
+    assert len(t) == 178 and all("EP_SIZE" in v or "--ep_size=$TP" in v or "--enable-ep-moe" in v for v in t.values())
     bad = _table(tmp_path / "agg_ep.csv", "id,ep,evidence", "x1,8,somewhere")
     with pytest.raises(SpecError, match="row x1: '8' is not tp"):
         sp.agg_ep(bad)
