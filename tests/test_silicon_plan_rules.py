@@ -327,23 +327,30 @@ def test_a_disaggregated_recipe_that_sets_no_kv_cache_dtype_leaves_an_unquantize
     rid = "2026_03_25_deepseek_r1_h100_sxm_sglang_fp8_disagg_1024x1024_c128_tp16_0_ep1_0_704"
     auto = silicon.plan(_one(sample, rid))[0]
     fp8 = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_disagg_8192x1024_c16_tp8_0_ep1_0_518"))[0]
-    assert sp.disagg_kv()[auto["id"]] == ("auto", "auto") and sp.disagg_kv()[fp8["id"]] == ("fp8_e4m3", "fp8_e4m3")
+    assert sp.disagg_kv()[auto["id"]] == ("auto", "auto", "recipe")
+    assert sp.disagg_kv()[fp8["id"]] == ("fp8_e4m3", "fp8_e4m3", "recipe")
+    assert "KV cache bf16" not in (auto["assumed"] or "")
     assert (auto["weights"], auto["act"], auto["kv"]) == ("fp8-b128", "fp8", "bf16")
     assert (fp8["weights"], fp8["act"], fp8["kv"]) == ("fp8-b128", "fp8", "fp8")
     unread = sample[(sample["mode"] == "disagg") & (sample["model_path"] == "deepseek-ai/DeepSeek-R1") &
                     (sample["precision"] == "fp8") & ~sample["id"].isin(list(sp.disagg_kv()))]
     assert len(unread) and silicon.plan(unread.iloc[[0]])[0]["kv"] == "fp8"
+    # no recipe read on H200, where every SGLang recipe in srt-slurm leaves the cache at auto: bf16, and it says so
+    h200 = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_disagg_8192x1024_c4_tp8_0_ep1_0_887"))[0]
+    assert sp.disagg_kv()[h200["id"]][2] == "uniform" and h200["kv"] == "bf16" and "srt-slurm" in h200["assumed"]
     # one worker at auto and the other set is not the engine's default for the row: the precision's cache stays
     assert not sp.kv_auto({"mode": "disagg", "id": "x"}) and sp.kv_auto({"mode": "disagg", "id": rid})
 
 
 def test_the_disagg_kv_table_has_both_workers_for_each_row_and_an_empty_one_is_one_line(tmp_path):
     t = sp.disagg_kv()
-    assert len(t) == 1083 and set(t.values()) == {("auto", "auto"), ("fp8", "fp8"), ("fp8_e4m3", "fp8_e4m3")}
-    bad = _table(tmp_path / "disagg_kv.csv", "id,engine,prefill_kv_dtype,decode_kv_dtype,evidence",
-                 "x1,sglang,auto,,somewhere")
+    assert len(t) == 1147 and set(t.values()) == {("auto", "auto", "recipe"), ("fp8", "fp8", "recipe"),
+                                                  ("fp8_e4m3", "fp8_e4m3", "recipe"), ("auto", "auto", "uniform")}
+    head = "id,engine,prefill_kv_dtype,decode_kv_dtype,read,evidence"
     with pytest.raises(SpecError, match="row x1: empty"):
-        sp.disagg_kv(bad)
+        sp.disagg_kv(_table(tmp_path / "a.csv", head, "x1,sglang,auto,,recipe,somewhere"))
+    with pytest.raises(SpecError, match="row x2: 'guess' is not recipe or uniform"):
+        sp.disagg_kv(_table(tmp_path / "b.csv", head, "x2,sglang,auto,auto,guess,somewhere"))
 
 
 def test_the_kv_table_has_a_value_for_each_row_it_lists_and_an_empty_one_is_one_line(tmp_path):

@@ -8,8 +8,14 @@ other than nvidia-master.yaml), read that recipe at that commit (never infer):
   - vLLM: backend.vllm_config.{prefill,decode}.kv-cache-dtype (or kv_cache_dtype);
 the value as written with its line, or `auto` where the worker's section sets none (each engine's default:
 TensorRT-LLM KvCacheConfig.dtype "auto", SGLang --kv-cache-dtype "auto", vLLM CacheConfig.cache_dtype "auto": the
-model's data type or its checkpoint's KV quantization). Rows whose limits came from nvidia-master.yaml settings or
-from no file in the mirrors are left out. No measured TTFT, TPOT or throughput is read.
+model's data type or its checkpoint's KV quantization); `read` is `recipe`.
+
+Then the silicon sample's disaggregated InferenceX SGLang DeepSeek-R1 rows on H100 and H200 that no recipe was read
+for (the model those recipes serve, `path: "dsr1"`): every version of
+every SGLang recipe for those devices in NVIDIA/srt-slurm (recipes/h100/, recipes/h200/, all commits) sets no KV
+dtype, so they are listed `auto` with `read` `uniform` and the count of file versions as evidence (the plan says so
+in `assumed`). Other rows (limits from nvidia-master.yaml settings or from no file in the mirrors) are left out.
+No measured TTFT, TPOT or throughput is read.
 
 Run: .venv/bin/python bench/inferencex_workers/kv_dtype.py
 """
@@ -25,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from limits import DATA, IX, SRT, node_get, node_path, show  # noqa: E402
 
 OUT = os.path.join(DATA, 'disagg_kv.csv')
-COLS = ['id', 'engine', 'prefill_kv_dtype', 'decode_kv_dtype', 'evidence']
+COLS = ['id', 'engine', 'prefill_kv_dtype', 'decode_kv_dtype', 'read', 'evidence']
+UNIFORM = {'h100_sxm': 'recipes/h100', 'h200_sxm': 'recipes/h200'}  # SGLang recipes of these devices: all set none
 SECTIONS = {'trtllm_config': ('trtllm', [('kv_cache_config', 'dtype')]),
             'sglang_config': ('sglang', [('kv-cache-dtype',), ('kv_cache_dtype',)]),
             'vllm_config': ('vllm', [('kv-cache-dtype',), ('kv_cache_dtype',)])}
@@ -54,6 +61,37 @@ def recipe_kv(repo, commit, path):
     return None, f'{path}@{commit[:12]}: no trtllm_config/sglang_config/vllm_config'
 
 
+def uniform(done):
+    """The sample's disagg SGLang rows on UNIFORM's devices without a read recipe, where every version of every
+    SGLang recipe for the device in srt-slurm sets no KV dtype (else none)."""
+    import pandas as pd
+    import subprocess
+    sample = pd.read_csv(os.path.join(DATA, '..', 'aiconfigurator', 'silicon_sample.csv'), dtype={'id': str})
+    rows = sample[(sample['mode'] == 'disagg') & (sample['backend'] == 'sglang') & sample['system'].isin(list(UNIFORM))
+                  & (sample['model_path'] == 'deepseek-ai/DeepSeek-R1')  # the model those recipes serve ("dsr1")
+                  & sample['silicon_data_source'].str.contains('source_file=2026-', regex=False)  # InferenceX runs
+                  & ~sample['id'].isin(done)]
+    out = []
+    for system, d in UNIFORM.items():
+        versions, values = 0, collections.Counter()
+        for c in subprocess.run(['git', '-C', SRT, 'log', '--all', '--format=%H', '--', d], capture_output=True,
+                                text=True, check=True).stdout.split():
+            files = subprocess.run(['git', '-C', SRT, 'ls-tree', '-r', '--name-only', c, '--', d], capture_output=True,
+                                   text=True).stdout.split()
+            for f in (f for f in files if f.endswith('.yaml')):
+                engine, kv = recipe_kv('NVIDIA/srt-slurm', c, f)
+                if engine == 'sglang':
+                    versions += 1
+                    values.update({kv['prefill'][0], kv['decode'][0]})
+        if set(values) != {'auto'}:
+            continue
+        for rid in rows[rows['system'] == system]['id']:
+            out.append({'id': rid, 'engine': 'sglang', 'prefill_kv_dtype': 'auto', 'decode_kv_dtype': 'auto',
+                        'read': 'uniform', 'evidence': f'no recipe read; all {versions} versions of the SGLang '
+                        f'recipes under NVIDIA/srt-slurm {d}/ (every commit) set no kv-cache-dtype'})
+    return out
+
+
 def main():
     rows = list(csv.DictReader(open(os.path.join(DATA, 'disagg_limits.csv'), newline='', encoding='utf-8')))
     out, skipped = [], collections.Counter()
@@ -75,7 +113,8 @@ def main():
             v, line = kv[role]
             ev.append(f'{role}: {repo}@{commit[:12]}:{path}' + (f'#L{line}' if line else ' sets none (the default, auto)'))
         out.append({'id': r['id'], 'engine': engine, 'prefill_kv_dtype': kv['prefill'][0],
-                    'decode_kv_dtype': kv['decode'][0], 'evidence': '; '.join(ev)})
+                    'decode_kv_dtype': kv['decode'][0], 'read': 'recipe', 'evidence': '; '.join(ev)})
+    out += uniform({x['id'] for x in out})
     tmp = OUT + '.tmp'
     with open(tmp, 'w', newline='', encoding='utf-8') as f:
         w = csv.DictWriter(f, COLS, lineterminator='\n')
@@ -83,7 +122,8 @@ def main():
         w.writerows(out)
     os.replace(tmp, OUT)
     print('rows', len(rows), 'written', len(out), 'left out', dict(skipped))
-    print(sorted(collections.Counter((x['engine'], x['prefill_kv_dtype'], x['decode_kv_dtype']) for x in out).items()))
+    print(sorted(collections.Counter((x['engine'], x['prefill_kv_dtype'], x['decode_kv_dtype'], x['read'])
+                                     for x in out).items()))
 
 
 if __name__ == '__main__':

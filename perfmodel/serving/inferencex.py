@@ -249,20 +249,24 @@ _DISAGG_KV: dict = {}
 
 
 def disagg_kv(path=None) -> dict:
-    """id -> (prefill, decode) KV-cache dtype a disaggregated InferenceX row's recipe set for its workers
+    """id -> (prefill, decode, read): the KV-cache dtype a disaggregated InferenceX row's recipe set for its workers
     (perfmodel/measure/data/inferencex/README.md, bench/inferencex_workers/kv_dtype.py): the value written, or "auto"
     where the worker's section sets none (the engine's default: the model's data type or its checkpoint's KV
-    quantization). Rows whose recipe is not in the mirrors are absent."""
+    quantization); read "recipe", or "uniform" for an SGLang DeepSeek-R1 row on H100/H200 with no recipe read, whose
+    device's SGLang recipes all set none. Other rows whose recipe is not in the mirrors are absent."""
     import csv
 
     p = DISAGG_KV if path is None else Path(path)
     if p not in _DISAGG_KV:
         with open(p, newline="", encoding="utf-8") as f:
-            t = {r["id"]: (r["prefill_kv_dtype"], r["decode_kv_dtype"]) for r in csv.DictReader(f)}
-        bad = next((i for i, v in t.items() if not all(v)), None)
+            t = {r["id"]: (r["prefill_kv_dtype"], r["decode_kv_dtype"], r["read"]) for r in csv.DictReader(f)}
+        bad = next((i for i, v in t.items() if not all(v[:2])), None)
         if bad is not None:
             raise SpecError(str(p), "prefill_kv_dtype/decode_kv_dtype", f"row {bad}: empty (a value the recipe set, "
                             "or auto)")
+        bad = next((i for i, v in t.items() if v[2] not in ("recipe", "uniform")), None)
+        if bad is not None:
+            raise SpecError(str(p), "read", f"row {bad}: {t[bad][2]!r} is not recipe or uniform")
         _DISAGG_KV[p] = t
     return _DISAGG_KV[p]
 

@@ -277,7 +277,7 @@ def kv_auto(row) -> bool:
     (inferencex.disagg_kv). Rows not in those tables keep the precision's cache."""
     if row["mode"] == "agg":
         return agg_kv().get(row["id"]) == "auto"
-    return disagg_kv().get(row["id"]) == ("auto", "auto")
+    return disagg_kv().get(row["id"], ())[:2] == ("auto", "auto")
 
 
 def plan(df, recipes=None) -> list[dict]:
@@ -319,6 +319,9 @@ def plan(df, recipes=None) -> list[dict]:
         wts, act, kv = PRECISION[q]
         if kv_auto(row) and (row["model_path"], row["precision"]) in KV_UNQUANTIZED:
             kv = "bf16"  # its script or recipe left the engine's KV cache at auto: the model's dtype
+            if disagg_kv().get(row["id"], ("", "", ""))[2] == "uniform":
+                r["assumed"] = "; ".join(x for x in (r["assumed"], "KV cache bf16: no recipe read, and every SGLang "
+                                                     "recipe for this device in srt-slurm leaves it at auto") if x)
         wts = weights_format(row, wts)
         if act == "nvfp4" and "fp4" not in hw.peak_flops:  # no fp4 tensor cores (Hopper): fp4 weights, 16-bit math
             act = "bf16"
