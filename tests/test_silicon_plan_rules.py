@@ -351,6 +351,8 @@ def test_the_disagg_kv_table_has_both_workers_for_each_row_and_an_empty_one_is_o
         sp.disagg_kv(_table(tmp_path / "a.csv", head, "x1,sglang,auto,,recipe,somewhere"))
     with pytest.raises(SpecError, match="row x2: 'guess' is not recipe or uniform"):
         sp.disagg_kv(_table(tmp_path / "b.csv", head, "x2,sglang,auto,auto,guess,somewhere"))
+    with pytest.raises(SpecError, match="row x3: '' is not recipe or uniform"):  # how it was read, not a dtype
+        sp.disagg_kv(_table(tmp_path / "c.csv", head, "x3,sglang,auto,auto,,somewhere"))
 
 
 def test_the_kv_table_has_a_value_for_each_row_it_lists_and_an_empty_one_is_one_line(tmp_path):
