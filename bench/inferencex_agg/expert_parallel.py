@@ -73,10 +73,12 @@ def forced_ep(mirror, spec):
             return None
         conds = [(i, ln) for i, ln in lines if re.match(r"\s*(if|elif)\b", ln) and "EP" in ln]
         if not conds:  # the flag on the serve command itself, no EP condition anywhere in the script
-            on_cmd = [i for i, ln in lines if VLLM_EP.search(ln) and (ln.lstrip().startswith("--") or "vllm serve" in ln)]
+            on_cmd = [i for i, ln in lines
+                      if VLLM_EP.search(ln) and (ln.lstrip().startswith("--") or "vllm serve" in ln)]
             return f"{spec}:L{on_cmd[0]} --enable-expert-parallel (no condition)" if on_cmd else None
         if len(conds) == 1 and GE1.search(conds[0][1]):
-            return f"{spec}:L{conds[0][0]} {conds[0][1].strip()} (every EP_SIZE >= 1), L{ep[0]} --enable-expert-parallel"
+            return (f"{spec}:L{conds[0][0]} {conds[0][1].strip()} (every EP_SIZE >= 1), "
+                    f"L{ep[0]} --enable-expert-parallel")
         return None
     return None
 
@@ -86,15 +88,16 @@ def script_dp(mirror, spec, isl, osl, conc, tp):
     or None where the script has no such block."""
     lines = (read(mirror, spec) or "").splitlines()
     a = next((i for i, ln in enumerate(lines) if ln.startswith("# ========= Determine DP_ATTENTION")), None)
-    b = next((i for i, ln in enumerate(lines) if a is not None and i > a and ln.startswith('echo "Final configuration')),
-             None)
+    b = next((i for i, ln in enumerate(lines)
+              if a is not None and i > a and ln.startswith('echo "Final configuration')), None)
     if a is None or b is None:
         return None
     block = "\n".join(lines[a + 1:b])
     if re.search(r"\$\(|`|\beval\b|>|\bsource\b|\.\s", block):  # only assignments and tests are run
         return None
     r = subprocess.run(["bash", "-c", block + '\necho "$DP_ATTENTION"'], capture_output=True, text=True,
-                       env={"ISL": str(isl), "OSL": str(osl), "CONC": str(conc), "TP": str(tp), "PATH": "/usr/bin:/bin"})
+                       env={"ISL": str(isl), "OSL": str(osl), "CONC": str(conc), "TP": str(tp),
+                            "PATH": "/usr/bin:/bin"})
     return r.stdout.strip() == "true" if r.returncode == 0 else None
 
 
@@ -120,8 +123,8 @@ def main(mirror, out):
         w.writerow(["id", "ep", "evidence"])
         w.writerows(sorted(found))
     os.replace(tmp, out)
-    print(f"{len(found)} of {len(rows)} rows ({dp_on} left out: attention DP); scripts: {sorted({e.split(':')[0] for _, _, e in found})}",
-          file=sys.stderr)
+    scripts = sorted({e.split(":")[0] for _, _, e in found})
+    print(f"{len(found)} of {len(rows)} rows ({dp_on} left out: attention DP); scripts: {scripts}", file=sys.stderr)
 
 
 if __name__ == "__main__":

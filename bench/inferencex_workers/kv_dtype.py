@@ -111,7 +111,8 @@ def main():
         ev = []
         for role in ('prefill', 'decode'):
             v, line = kv[role]
-            ev.append(f'{role}: {repo}@{commit[:12]}:{path}' + (f'#L{line}' if line else ' sets none (the default, auto)'))
+            where = f'#L{line}' if line else ' sets none (the default, auto)'
+            ev.append(f'{role}: {repo}@{commit[:12]}:{path}{where}')
         out.append({'id': r['id'], 'engine': engine, 'prefill_kv_dtype': kv['prefill'][0],
                     'decode_kv_dtype': kv['decode'][0], 'read': 'recipe', 'evidence': '; '.join(ev)})
     out += uniform({x['id'] for x in out})
