@@ -471,6 +471,24 @@ with tempfile.TemporaryDirectory() as tmp:  # the four rows, as a sample of thei
 h[["concurrency", "layout", "measured_ttft_ms", "predicted_ttft_ms", "measured_tpot_ms", "predicted_tpot_ms"]]
 """),
     ("markdown", """
+A launch script can overrule the name a run was filed under. gpt-oss-120b's H200 TensorRT-LLM script passes
+`--ep_size=$TP`, so its run named tp4_ep1 held whole experts on each GPU, as the tp4_ep4 run did (they measured 4.98
+and 4.94 ms TPOT at 4 clients); `agg_ep.csv` lists such runs with the script line. The KV-cache dtype a script or
+recipe left at the engine's auto is read the same way (`agg_kv.csv`, `disagg_kv.csv`: bf16 for a checkpoint that
+quantizes no cache).
+"""),
+    ("code", """
+pair = rows[rows.id.isin(["2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x1024_c4_tp4_ep1_341",
+                          "2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x1024_c4_tp4_ep4_987"])]
+plans = silicon.plan(pair)
+assert [p["layout"].experts for p in plans] == ["ep", "ep"] and {p["kv"] for p in plans} == {"bf16"}
+with tempfile.TemporaryDirectory() as tmp:
+    f = os.path.join(tmp, "pair.csv")
+    pair.to_csv(f, index=False)
+    g = pm.serving_validation(sample=f, modes=("achievable",))
+g[["id", "layout", "precision", "measured_tpot_ms", "predicted_tpot_ms", "tpot_error"]]
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
