@@ -225,6 +225,12 @@ _AGG_KV: dict = {}
 KV_UNQUANTIZED = frozenset({("deepseek-ai/DeepSeek-R1", "fp8"), ("deepseek-ai/DeepSeek-V3", "fp8"),
                             ("MiniMaxAI/MiniMax-M2.5", "fp8"), ("openai/gpt-oss-120b", "fp4")})
 
+# SGLang resolves auto itself for DeepSeek-NSA models (server_args.py, is_deepseek_nsa: DeepseekV32ForCausalLM, and
+# GlmMoeDsaForCausalLM since sgl-project/sglang#18521, 2026-02-10, the GLM-5 support every GLM-5 run needs): "if
+# self.kv_cache_dtype == "auto": self.kv_cache_dtype = "fp8_e4m3" if major >= 10 else "bfloat16"" ("For Hopper, we
+# support both bf16 and fp8 kv cache; for Blackwell, we support fp8 only currently"); by the sample's model_path
+NSA_MODELS = frozenset({"zhipuai/GLM-5"})
+SM90 = frozenset({"h100_sxm", "h200_sxm"})  # the sample's Hopper systems (compute capability 9.0); the rest are 10.x
 
 def agg_kv(path=None) -> dict:
     """id -> the --kv-cache-dtype an aggregated InferenceX vLLM or SGLang row's benchmark script launched its engine

@@ -19,7 +19,7 @@ from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
     _LIMITS, LIMIT_KEYS, disagg_limits, AGG_SPECULATIVE, _AGG_SPECULATIVE, MTP_PRICED, agg_speculative,
     AGG_TOPOLOGY, _AGG_TOPOLOGY, agg_topology, AGG_CONFIG, _AGG_CONFIG, ENGINE_LIMITS, ADP_TIMEOUT_ITERS,
     ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts, AGG_KV, _AGG_KV,
-    KV_UNQUANTIZED, agg_kv, disagg_kv, AGG_EP, _AGG_EP, agg_ep,
+    KV_UNQUANTIZED, agg_kv, disagg_kv, AGG_EP, _AGG_EP, agg_ep, NSA_MODELS, SM90,
 )
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
@@ -317,7 +317,9 @@ def plan(df, recipes=None) -> list[dict]:
             r["reason"] = "no concurrency"
             continue
         wts, act, kv = PRECISION[q]
-        if kv_auto(row) and (row["model_path"], row["precision"]) in KV_UNQUANTIZED:
+        if kv_auto(row) and row["backend"] == "sglang" and row["model_path"] in NSA_MODELS:
+            kv = "bf16" if row["system"] in SM90 else "fp8"  # SGLang's own auto for DeepSeek-NSA (inferencex)
+        elif kv_auto(row) and (row["model_path"], row["precision"]) in KV_UNQUANTIZED:
             kv = "bf16"  # its script or recipe left the engine's KV cache at auto: the model's dtype
             if disagg_kv().get(row["id"], ("", "", ""))[2] == "uniform":
                 r["assumed"] = "; ".join(x for x in (r["assumed"], "KV cache bf16: no recipe read, and every SGLang "
