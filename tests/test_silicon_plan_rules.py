@@ -289,6 +289,20 @@ def test_an_engine_left_at_kv_cache_dtype_auto_keeps_an_unquantized_checkpoint_s
         sp.KV_UNQUANTIZED
 
 
+def test_sglang_resolves_auto_itself_for_a_deepseek_nsa_model_bf16_on_hopper_fp8_on_blackwell(sample):
+    """GLM-5 (GlmMoeDsaForCausalLM, a DeepSeek-NSA model in SGLang since sgl-project/sglang#18521): SGLang's
+    server_args turns auto into fp8_e4m3 on compute capability >= 10 and bfloat16 below, whatever the checkpoint.
+    glm5_fp8_h200.sh and glm5_nvfp4_b200.sh both launch with none."""
+    h200 = _one(sample, "2026_03_25_glm_5_h200_sxm_sglang_fp8_agg_1024x8192_c64_tp8_0_ep1_0_506")
+    b200 = sample[(sample["model_path"] == "zhipuai/GLM-5") & (sample["system"] == "b200_sxm") &
+                  (sample["backend"] == "sglang") & sample["id"].map(lambda i: sp.agg_kv().get(i) == "auto")]
+    assert len(h200) == 1 and len(b200) and sp.agg_kv()[h200["id"].iloc[0]] == "auto"
+    assert silicon.plan(h200)[0]["kv"] == "bf16" and {p["kv"] for p in silicon.plan(b200)} == {"fp8"}
+    assert "zhipuai/GLM-5" in sp.NSA_MODELS and "b200_sxm" not in sp.SM90
+    # a checkpoint outside the NSA rule on Hopper follows its own config (DeepSeek-R1: bf16 by KV_UNQUANTIZED)
+    assert ("zhipuai/GLM-5", "fp8") not in sp.KV_UNQUANTIZED
+
+
 def test_a_tensorrt_llm_script_s_kv_cache_config_dtype_is_read_and_auto_keeps_gpt_oss_s_cache_in_bf16(sample):
     """agg_kv.csv: gptoss_fp4_h200_trt_slurm.sh writes `kv_cache_config: dtype: auto` into trtllm-serve's YAML
     (gpt-oss-120b's config.json quantizes no KV cache: bf16), gptoss_fp4_b200_trt.sh writes `dtype: fp8`."""
