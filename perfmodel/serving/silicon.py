@@ -44,7 +44,8 @@ fp8 -> fp8 weights, activations and KV cache (fp8-b128 weights, block-scaled, wh
 mode is fp8_block); nvfp4 -> NVFP4 weights and activations, fp8 KV; int4_wo -> int4
 weights, bf16 activations; bf16 -> bf16; but an InferenceX run whose script (aggregated) or recipe (disaggregated,
 both workers) left the KV cache at the engine's auto keeps an unquantized checkpoint's cache in bf16
-(silicon_plan.kv_auto, inferencex.agg_kv and disagg_kv). In the
+(silicon_plan.kv_auto, inferencex.agg_kv and disagg_kv), and SGLang's auto for a DeepSeek-NSA model (GLM-5) is
+bf16 on Hopper, fp8 on Blackwell, as its server_args resolves it (inferencex.NSA_MODELS). In the
 achievable mode a row is priced by the kernel tables of exactly the engine version it ran where AIConfigurator
 measured that version (Predictor.impl_for). Never is a parameter fitted to these points.
 """
