@@ -56,8 +56,11 @@ def _one(tree: Path, seed, workers: int, hogs: int, log: Path) -> dict:
     wall = time.monotonic() - t0
     lines = log.read_text(errors="replace").splitlines()
     failed = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR "))]
+    # a failure keeps pytest's report of it (the log is a temporary file): the first 150 lines from FAILURES/ERRORS
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("=") and (" FAILURES " in ln or " ERRORS " in ln)),
+                 None)
     return {"seed": seed, "rc": rc, "wall_s": round(wall, 1), "last_line": lines[-1] if lines else "",
-            "failed": failed}
+            "failed": failed, **({"report": lines[start:start + 150]} if failed and start is not None else {})}
 
 
 def main() -> int:
