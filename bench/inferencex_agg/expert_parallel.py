@@ -22,12 +22,15 @@ a row where it turns attention DP on, which the sample's attention_dp_size of 1 
     python bench/inferencex_agg/expert_parallel.py INFERENCEX_MIRROR OUT.csv
 """
 import csv
+import io
 import os
 import re
 import subprocess
 import sys
 
 import pandas as pd
+
+from perfmodel.fileio import write_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "perfmodel", "measure", "data")
@@ -117,12 +120,11 @@ def main(mirror, out):
             dp_on += 1
             continue
         found.append((r.id, "tp", seen[r.script] + ("; the script's DP_ATTENTION block: false" if dp is False else "")))
-    tmp = out + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["id", "ep", "evidence"])
-        w.writerows(sorted(found))
-    os.replace(tmp, out)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["id", "ep", "evidence"])
+    w.writerows(sorted(found))
+    write_text(out, buf.getvalue())  # atomic (perfmodel.fileio)
     scripts = sorted({e.split(":")[0] for _, _, e in found})
     print(f"{len(found)} of {len(rows)} rows ({dp_on} left out: attention DP); scripts: {scripts}", file=sys.stderr)
 

@@ -21,11 +21,14 @@ Run: .venv/bin/python bench/inferencex_workers/kv_dtype.py
 """
 import csv
 import collections
+import io
 import os
 import re
 import sys
 
 import yaml
+
+from perfmodel.fileio import write_text
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from limits import DATA, IX, SRT, node_get, node_path, show  # noqa: E402
@@ -116,12 +119,11 @@ def main():
         out.append({'id': r['id'], 'engine': engine, 'prefill_kv_dtype': kv['prefill'][0],
                     'decode_kv_dtype': kv['decode'][0], 'read': 'recipe', 'evidence': '; '.join(ev)})
     out += uniform({x['id'] for x in out})
-    tmp = OUT + '.tmp'
-    with open(tmp, 'w', newline='', encoding='utf-8') as f:
-        w = csv.DictWriter(f, COLS, lineterminator='\n')
-        w.writeheader()
-        w.writerows(out)
-    os.replace(tmp, OUT)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, COLS, lineterminator='\n')
+    w.writeheader()
+    w.writerows(out)
+    write_text(OUT, buf.getvalue())  # atomic (perfmodel.fileio)
     print('rows', len(rows), 'written', len(out), 'left out', dict(skipped))
     print(sorted(collections.Counter((x['engine'], x['prefill_kv_dtype'], x['decode_kv_dtype'], x['read'])
                                      for x in out).items()))
