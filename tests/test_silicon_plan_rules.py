@@ -299,7 +299,8 @@ def test_sglang_resolves_auto_itself_for_a_deepseek_nsa_model_bf16_on_hopper_fp8
     assert len(h200) == 1 and len(b200) and sp.agg_kv()[h200["id"].iloc[0]] == "auto"
     assert silicon.plan(h200)[0]["kv"] == "bf16" and {p["kv"] for p in silicon.plan(b200)} == {"fp8"}
     assert "zhipuai/GLM-5" in sp.NSA_MODELS and "b200_sxm" not in sp.SM90
-    # a checkpoint outside the NSA rule on Hopper follows its own config (DeepSeek-R1: bf16 by KV_UNQUANTIZED)
+    # the bf16 is SGLang's NSA rule, not the checkpoint's: GLM-5 is not among the unquantized-cache checkpoints,
+    # or its Blackwell rows would be bf16 too
     assert ("zhipuai/GLM-5", "fp8") not in sp.KV_UNQUANTIZED
 
 
