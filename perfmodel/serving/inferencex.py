@@ -140,8 +140,8 @@ _AGG_EP: dict = {}
 def agg_ep(path=None) -> dict:
     """id -> evidence, for the aggregated InferenceX rows whose benchmark script ran the experts expert-parallel over
     all of the run's tensor-parallel GPUs whatever the configuration's ep (the id's _ep1) said: TensorRT-LLM's
-    `--ep_size=$TP`, vLLM's `--enable-expert-parallel` under `[ "$EP_SIZE" -ge 1 ]` (perfmodel/measure/data/
-    inferencex/README.md, bench/inferencex_agg/expert_parallel.py)."""
+    `--ep_size=$TP`, vLLM's `--enable-expert-parallel` under `[ "$EP_SIZE" -ge 1 ]`, SGLang's `--enable-ep-moe`
+    (perfmodel/measure/data/inferencex/README.md, bench/inferencex_agg/expert_parallel.py)."""
     import csv
 
     p = AGG_EP if path is None else Path(path)
@@ -232,11 +232,12 @@ KV_UNQUANTIZED = frozenset({("deepseek-ai/DeepSeek-R1", "fp8"), ("deepseek-ai/De
 NSA_MODELS = frozenset({"zhipuai/GLM-5"})
 SM90 = frozenset({"h100_sxm", "h200_sxm"})  # the sample's Hopper systems (compute capability 9.0); the rest are 10.x
 
+
 def agg_kv(path=None) -> dict:
-    """id -> the --kv-cache-dtype an aggregated InferenceX vLLM or SGLang row's benchmark script launched its engine
-    with (perfmodel/measure/data/inferencex/README.md, bench/inferencex_agg/kv_dtype.py): the value it sets, or "auto"
-    where it sets none (vLLM's CacheConfig.cache_dtype and SGLang's --kv-cache-dtype default: the model's data
-    type)."""
+    """id -> the KV-cache dtype an aggregated InferenceX vLLM, SGLang or TensorRT-LLM row's benchmark script launched
+    its engine with (perfmodel/measure/data/inferencex/README.md, bench/inferencex_agg/kv_dtype.py): the value it sets
+    (--kv-cache-dtype, or TensorRT-LLM's kv_cache_config dtype), or "auto" where it sets none (vLLM's
+    CacheConfig.cache_dtype and SGLang's --kv-cache-dtype default: the model's data type)."""
     import csv
 
     p = AGG_KV if path is None else Path(path)
