@@ -133,6 +133,24 @@ def agg_topology(path=None) -> dict:
     return _AGG_TOPOLOGY[p]
 
 
+def _id_table(path, default, cache: dict, row, checks=(), keep=None) -> dict:
+    """A table of the data folder keyed by `id`, read once a process: `row` turns each CSV row into its value; each
+    check (field, is_bad, why) names the first bad row in one SpecError line; `keep` (if given) is what of a checked
+    value the table holds."""
+    import csv
+
+    p = default if path is None else Path(path)
+    if p not in cache:
+        with open(p, newline="", encoding="utf-8") as f:
+            t = {r["id"]: row(r) for r in csv.DictReader(f)}
+        for field, is_bad, why in checks:
+            bad = next((i for i, v in t.items() if is_bad(v)), None)
+            if bad is not None:
+                raise SpecError(str(p), field, f"row {bad}: {why(t[bad])}")
+        cache[p] = t if keep is None else {i: keep(v) for i, v in t.items()}
+    return cache[p]
+
+
 AGG_EP = DATA / "agg_ep.csv"
 _AGG_EP: dict = {}
 
@@ -142,17 +160,9 @@ def agg_ep(path=None) -> dict:
     all of the run's tensor-parallel GPUs whatever the configuration's ep (the id's _ep1) said: TensorRT-LLM's
     `--ep_size=$TP`, vLLM's `--enable-expert-parallel` under `[ "$EP_SIZE" -ge 1 ]`, SGLang's `--enable-ep-moe`
     (perfmodel/measure/data/inferencex/README.md, bench/inferencex_agg/expert_parallel.py)."""
-    import csv
-
-    p = AGG_EP if path is None else Path(path)
-    if p not in _AGG_EP:
-        with open(p, newline="", encoding="utf-8") as f:
-            t = {r["id"]: (r["ep"], r["evidence"]) for r in csv.DictReader(f)}
-        bad = next((i for i, (e, _) in t.items() if e != "tp"), None)
-        if bad is not None:
-            raise SpecError(str(p), "ep", f"row {bad}: {t[bad][0]!r} is not tp (the experts over the run's tp GPUs)")
-        _AGG_EP[p] = {i: ev for i, (_, ev) in t.items()}
-    return _AGG_EP[p]
+    return _id_table(path, AGG_EP, _AGG_EP, lambda r: (r["ep"], r["evidence"]),
+                     [("ep", lambda v: v[0] != "tp",
+                       lambda v: f"{v[0]!r} is not tp (the experts over the run's tp GPUs)")], keep=lambda v: v[1])
 
 
 AGG_CONFIG = DATA / "agg_config.csv"
@@ -238,17 +248,8 @@ def agg_kv(path=None) -> dict:
     its engine with (perfmodel/measure/data/inferencex/README.md, bench/inferencex_agg/kv_dtype.py): the value it sets
     (--kv-cache-dtype, or TensorRT-LLM's kv_cache_config dtype), or "auto" where it sets none (vLLM's
     CacheConfig.cache_dtype and SGLang's --kv-cache-dtype default: the model's data type)."""
-    import csv
-
-    p = AGG_KV if path is None else Path(path)
-    if p not in _AGG_KV:
-        with open(p, newline="", encoding="utf-8") as f:
-            t = {r["id"]: r["kv_cache_dtype"] for r in csv.DictReader(f)}
-        bad = next((i for i, v in t.items() if not v), None)
-        if bad is not None:
-            raise SpecError(str(p), "kv_cache_dtype", f"row {bad}: empty (a value the script set, or auto)")
-        _AGG_KV[p] = t
-    return _AGG_KV[p]
+    return _id_table(path, AGG_KV, _AGG_KV, lambda r: r["kv_cache_dtype"],
+                     [("kv_cache_dtype", lambda v: not v, lambda v: "empty (a value the script set, or auto)")])
 
 
 DISAGG_KV = DATA / "disagg_kv.csv"
@@ -261,21 +262,12 @@ def disagg_kv(path=None) -> dict:
     where the worker's section sets none (the engine's default: the model's data type or its checkpoint's KV
     quantization); read "recipe", or "uniform" for an SGLang DeepSeek-R1 row on H100/H200 with no recipe read, whose
     device's SGLang recipes all set none. Other rows whose recipe is not in the mirrors are absent."""
-    import csv
-
-    p = DISAGG_KV if path is None else Path(path)
-    if p not in _DISAGG_KV:
-        with open(p, newline="", encoding="utf-8") as f:
-            t = {r["id"]: (r["prefill_kv_dtype"], r["decode_kv_dtype"], r["read"]) for r in csv.DictReader(f)}
-        bad = next((i for i, v in t.items() if not all(v[:2])), None)
-        if bad is not None:
-            raise SpecError(str(p), "prefill_kv_dtype/decode_kv_dtype", f"row {bad}: empty (a value the recipe set, "
-                            "or auto)")
-        bad = next((i for i, v in t.items() if v[2] not in ("recipe", "uniform")), None)
-        if bad is not None:
-            raise SpecError(str(p), "read", f"row {bad}: {t[bad][2]!r} is not recipe or uniform")
-        _DISAGG_KV[p] = t
-    return _DISAGG_KV[p]
+    return _id_table(path, DISAGG_KV, _DISAGG_KV,
+                     lambda r: (r["prefill_kv_dtype"], r["decode_kv_dtype"], r["read"]),
+                     [("prefill_kv_dtype/decode_kv_dtype", lambda v: not all(v[:2]),
+                       lambda v: "empty (a value the recipe set, or auto)"),
+                      ("read", lambda v: v[2] not in ("recipe", "uniform"),
+                       lambda v: f"{v[2]!r} is not recipe or uniform")])
 
 
 DRAFTS = DATA / "mtp_drafts.csv"
