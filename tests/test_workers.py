@@ -271,6 +271,22 @@ def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130_every_time(tmp_pa
         assert not (tmp_path / "p.csv").exists()
 
 
+@pytest.mark.parametrize("rc, hard", [(130, True), (143, True), (0, False), (2, False)])
+def test_an_interrupted_run_ends_past_the_exit_hooks_that_could_wait_on_a_pool_for_ever(monkeypatch, rc, hard):
+    """concurrent.futures' exit hook joins every pool's manager thread with no timeout: after a Ctrl-C (130) or a
+    SIGTERM (143) the console script ends with os._exit, its output flushed; any other end goes through sys.exit."""
+    import importlib
+
+    cli_main = importlib.import_module("perfmodel.cli.main")  # the module (perfmodel.cli.main is also its function)
+    ended = []
+    monkeypatch.setattr(cli_main, "main", lambda: rc)
+    monkeypatch.setattr(cli_main.interrupts, "install_late", lambda: None)
+    monkeypatch.setattr(os, "_exit", lambda code: (ended.append(("os._exit", code)), sys.exit(code))[1])
+    with pytest.raises(SystemExit) as e:
+        cli_main.run()
+    assert e.value.code == rc and (ended == [("os._exit", rc)]) == hard and (ended == []) != hard
+
+
 def _swallowing_handler():
     """cli/main.py's SIGINT handler run where Python drops its exception (a finalizer, a weakref callback): what
     happened to one Ctrl-C under load, whose run kept computing (gdb: main thread in as_completed)."""

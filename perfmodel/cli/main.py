@@ -171,5 +171,22 @@ def run() -> None:
         sys.stdout.flush()
     except BrokenPipeError:  # the last buffered output met a closed pipe: still a normal end
         _quiet_stdout()
+    if rc in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        _end_now(rc)
     sys.exit(rc)
+
+
+def _end_now(rc: int) -> None:
+    """The end of an interrupted run, past the interpreter's exit hooks. Those join every process pool's manager
+    thread with no timeout (concurrent.futures' _python_exit), and one that a terminated worker left waiting never
+    returns: a clean-clone CI run printed the one line and then hung until killed 60 s later. What the run owns was
+    stopped while it unwound (workers._stop, the Dask client's finally, atomic_path's finally), so it ends now."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more to say anyway
+            pass
+    os._exit(rc)
 
