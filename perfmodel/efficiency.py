@@ -122,7 +122,7 @@ class Impl:
     kernel_tables: str = "auto"  # "auto" (AIConfigurator's, for `engine`), "none", or a `perfmodel measure` results.csv
     accumulate: str = "fp32"  # what its fp16 GEMMs accumulate in: fp32 (PyTorch, cuBLAS defaults) or fp16
     overlap_schedule: bool = False  # the scheduler forms step k + 1 while step k runs (serving: fastsim.run's ahead)
-    moe_backend: str = ""  # TensorRT-LLM's moe_config.backend (kernels.TRT_MOE_BACKENDS); "": the fastest measured
+    moe_backend: str = ""  # the engine's MoE backend (moe_backends.MOE_BACKENDS); "": the fastest measured
 
 
 # ---------------------------------------------------------------- parsing
@@ -321,15 +321,18 @@ def impl_from_dict(data: dict, where: str, key: str = "") -> Impl:
             raise SpecError(where, "overlap_schedule", f"must be true or false (does the scheduler form the next step "
                                                        f"while one runs); got {ov!r}")
         vals["overlap_schedule"] = ov
-    if "moe_backend" in data:  # TensorRT-LLM's moe_config.backend: which MoE kernels' measurements price the experts
-        from .kernels import TRT_MOE_BACKENDS
+    if "moe_backend" in data:  # the MoE backend the engine runs: which MoE kernels' measurements price the experts
+        from .moe_backends import MOE_BACKENDS
 
-        if vals.get("engine") != "trtllm":
-            raise SpecError(where, "moe_backend", "names a TensorRT-LLM MoE backend (moe_config.backend); this profile's "
-                                                  f"engine is {vals.get('engine') or 'not set'}")
-        be, src["moe_backend"] = _sourced(data["moe_backend"], where, "moe_backend", d)
-        if not isinstance(be, str) or be.upper() not in TRT_MOE_BACKENDS:
-            raise SpecError(where, "moe_backend", f"must be one of {', '.join(TRT_MOE_BACKENDS)}; got {be!r}")
+        names = MOE_BACKENDS.get(vals.get("engine"))
+        if names is None:
+            raise SpecError(where, "moe_backend", "names a TensorRT-LLM MoE backend (moe_config.backend) or vLLM's "
+                                                  f"MARLIN; this profile's engine is {vals.get('engine') or 'not set'}")
+        raw = data["moe_backend"]
+        be = raw.get("value") if isinstance(raw, dict) else raw
+        if not isinstance(be, str) or be.upper() not in names:  # the name before its source: the first thing wrong
+            raise SpecError(where, "moe_backend", f"must be one of {', '.join(names)} for {vals['engine']}; got {be!r}")
+        be, src["moe_backend"] = _sourced(raw, where, "moe_backend", d)
         vals["moe_backend"] = be.upper()
     if "kernel_tables" in data:  # a setting, not a figure: where measured kernel times come from
         kt = data["kernel_tables"]

@@ -37,6 +37,9 @@ from .kernel_set import (  # noqa: F401 (re-exported: the tables' kinds, their i
     GDN_HEAD_DIM, MOE_DISTRIBUTION, _BYTES, _PEAK, KernelSet, _over_tokens, _ideal_gemm, _ideal_attn, _ideal_mla,
     _touched, _ideal_moe,
 )
+from .moe_backends import (  # noqa: F401 (re-exported: the backend names, kept where callers found them)
+    HOPPER, SM100F, TRT_MOE_BACKENDS, _MXFP4, moe_backend_note, trtllm_auto_moe, trtllm_moe_backend, vllm_moe_backend,
+)
 
 # perfmodel hardware name -> AIConfigurator system directory (aiconfigurator_core/systems/data/<dir>)
 SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "b300": "b300_sxm", "gb200": "gb200",
@@ -248,28 +251,9 @@ def _load_aic(hw, system: str, engine: str, version: str, exact: str = "") -> Ke
     got = _table_dir(root, "moe", engine, version, "moe_perf.parquet", exact=exact)
     if got:
         ks.versions["moe"] = got[1]
-        df = _parquet(got[0] / "moe_perf.parquet")
-        df = df[df["distribution"] == MOE_DISTRIBUTION]
-        keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
-        named = engine == "trtllm" and "kernel_source" in df
-        if named:  # relu2 experts (no gate, "moe_torch_flow_nongated"): no model of the catalog runs that kernel;
-            df = df[df["kernel_source"] != "moe_torch_flow_nongated"]  # an untuned fp4 kernel prices nothing
-            for src, ratio in _untuned_fp4_moe(df, keys).items():
-                df = df[~((df["kernel_source"] == src) & (df["moe_dtype"] == "nvfp4"))]
-                ks.rejected.append(f"moe nvfp4 {trtllm_moe_backend(src, 'nvfp4', system)} ({ratio:.2f}x the bf16 MoE "
-                                   f"kernels' time at <= {FP4_MOE_TOKENS} tokens)")
-        for (dt, h, inter, topk, E, tp, ep), g in df.groupby(keys):
-            if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
-                continue
-            shape = (int(h), int(inter), int(topk), int(E), int(tp), int(ep))
-            by = g["kernel_source"].map(lambda src: trtllm_moe_backend(src, dt, system)) if named else None
-            parts = [(None, g)] + (list(g.groupby(by)) if named else [])
-            for be, s in parts:  # the fastest kernel per token count (None), and each backend's own (its labels')
-                s = s.groupby("num_tokens", as_index=False)["latency"].min()
-                n = s["num_tokens"].to_numpy(float)
-                r = s["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
-                (ks.moe if be is None else ks.moe_by.setdefault(be, {})).setdefault(dt, {})[shape] = \
-                    _grid(s, ["num_tokens"], np.log(r))
+        _load_moe(ks, hw, _parquet(got[0] / "moe_perf.parquet"), engine, system)
+        if engine == "vllm":
+            _borrow_vllm_marlin(ks, hw, root, got[1], system)
     got = _table_dir(root, "linear_attention", engine, version, "gdn_perf.parquet", exact=exact)
     if got:  # Gated DeltaNet: the conv (causal_conv1d_fn / _update) and the delta rule (chunked / recurrent)
         ks.versions["gdn"] = got[1]
@@ -301,25 +285,6 @@ def _load_aic(hw, system: str, engine: str, version: str, exact: str = "") -> Ke
     return ks
 
 
-# TensorRT-LLM's MoE backends (moe_config.backend) and the kernels AIConfigurator 0.12.0 timed for each: its
-# collector (collector/trtllm/collect_moe.py @095f58a, and collector/kernel_source_backends.yaml, which names the
-# backend of every label) runs the CUTLASS backend ("moe_torch_flow_cutlass"; "moe_torch_flow_nongated" for
-# relu2 experts, not read; "moe_torch_flow_triton_fp8_block", the Triton kernel CutlassFusedMoE dispatches
-# fp8_block to on SM120), the TRTLLM backend's trtllm-gen kernels in min-latency mode ("moe_torch_flow_min_latency", nvfp4 on
-# SM100 only), DeepGEMM for fp8_block on SM100/SM103 ("deepgemm"), and for MXFP4 experts "moe_torch_flow" with
-# model_config.moe_backend "trtllm" on datacenter Blackwell and "triton" on Hopper (SM 90-99); TensorRT-LLM 1.0's
-# tables ("moe_torch_flow", A100 and L40S) ran its default backend, CUTLASS.
-_TRT_MOE_SOURCE = {"moe_torch_flow_cutlass": "CUTLASS", "moe_torch_flow_triton_fp8_block": "CUTLASS",
-                   "moe_torch_flow_min_latency": "TRTLLM", "deepgemm": "DEEPGEMM"}
-_MXFP4 = ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")
-# AIConfigurator systems whose GPUs are SM 10.x (TensorRT-LLM's is_sm_100f): B200 and GB200 are compute capability
-# 10.0, B300 and GB300 10.3 (NVIDIA, "CUDA GPU Compute Capability", developer.nvidia.com/cuda-gpus)
-SM100F = frozenset({"b200_sxm", "b300_sxm", "gb200", "gb300"})
-HOPPER = frozenset({"h100_sxm", "h200_sxm"})  # compute capability 9.0 (same source)
-# the values TensorRT-LLM 1.3's MoeConfig.backend takes (tensorrt_llm/llmapi/llm_args.py), AUTO its default
-TRT_MOE_BACKENDS = ("AUTO", "CUTLASS", "TRTLLM", "DEEPGEMM", "CUTEDSL", "WIDEEP", "TRITON", "VANILLA")
-
-
 # An NVFP4 MoE kernel reads 9/32 of a bf16 one's expert weights: at the memory-bound token counts (<= 64 tokens)
 # every tuned one AIConfigurator 0.12.0 timed takes 0.38x to 0.65x its engine's bf16 MoE kernel on B200, B300, GB200,
 # GB300 and RTX PRO 6000 (vLLM's FlashInfer CUTLASS and trtllm-gen kernels, SGLang's, TensorRT-LLM's trtllm-gen
@@ -346,36 +311,54 @@ def _untuned_fp4_moe(df, keys: list) -> dict:
     return out
 
 
-def trtllm_moe_backend(source: str, dtype: str, system: str) -> str:
-    """The TensorRT-LLM MoE backend an AIConfigurator kernel_source label timed (_TRT_MOE_SOURCE)."""
-    if source == "moe_torch_flow":  # the backend the collector let TensorRT-LLM choose: AUTO's for MXFP4, else 1.0's
-        return trtllm_auto_moe(dtype, system) if dtype in _MXFP4 else "CUTLASS"
-    return _TRT_MOE_SOURCE.get(source, source)
+_MOE_KEYS = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
 
 
-def trtllm_auto_moe(dtype: str, system: str) -> str:
-    """What TensorRT-LLM 1.3 runs for moe_config.backend AUTO (ModelConfig.resolve_moe_backend, model_config.py
-    @1.3.0rc20 as AIConfigurator's collector quotes it: "serving AUTO resolves fp8_block to TRTLLM only when
-    is_sm_100f ... everything else lands on CUTLASS"; GptOssForCausalLM, the MXFP4 checkpoints, TRTLLM on
-    Blackwell and TRITON on Hopper)."""
-    if dtype in _MXFP4:
-        return "TRTLLM" if system in SM100F else ("TRITON" if system in HOPPER else "CUTLASS")
-    if dtype == "fp8_block" and system in SM100F:
-        return "TRTLLM"
-    return "CUTLASS"
+def _load_moe(ks: KernelSet, hw, df, engine: str, system: str, only: str | None = None) -> None:
+    """The fused MoE tables of one moe_perf.parquet: `moe` the fastest kernel per shape and token count, `moe_by`
+    each named backend's own (moe_backends: TensorRT-LLM's by every label, vLLM's Marlin). `only`: read that named
+    backend's rows and nothing else (a table lent by another version, _borrow_vllm_marlin)."""
+    df = df[df["distribution"] == MOE_DISTRIBUTION]
+    named = engine in ("trtllm", "vllm") and "kernel_source" in df
+    if named and engine == "trtllm":  # relu2 experts (no gate, "moe_torch_flow_nongated"): no model of the catalog
+        df = df[df["kernel_source"] != "moe_torch_flow_nongated"]  # runs that kernel; an untuned fp4 one prices nothing
+        for src, ratio in _untuned_fp4_moe(df, _MOE_KEYS).items():
+            df = df[~((df["kernel_source"] == src) & (df["moe_dtype"] == "nvfp4"))]
+            ks.rejected.append(f"moe nvfp4 {trtllm_moe_backend(src, 'nvfp4', system)} ({ratio:.2f}x the bf16 MoE "
+                               f"kernels' time at <= {FP4_MOE_TOKENS} tokens)")
+    for (dt, h, inter, topk, E, tp, ep), g in df.groupby(_MOE_KEYS):
+        if dt not in _BYTES or _PEAK[dt] not in hw.peak_flops:
+            continue
+        shape = (int(h), int(inter), int(topk), int(E), int(tp), int(ep))
+        label = (lambda src: trtllm_moe_backend(src, dt, system)) if engine == "trtllm" else vllm_moe_backend
+        by = g["kernel_source"].map(label) if named else None
+        parts = ([] if only else [(None, g)]) + (list(g.groupby(by)) if named else [])  # None labels: no group
+        for be, s in parts:  # the fastest kernel per token count (None), and each backend's own (its labels')
+            if only and be != only:
+                continue
+            s = s.groupby("num_tokens", as_index=False)["latency"].min()
+            n = s["num_tokens"].to_numpy(float)
+            r = s["latency"].to_numpy(float) * 1e-3 / _ideal_moe(hw, dt, n, h, inter, topk, E, tp, ep)
+            (ks.moe if be is None else ks.moe_by.setdefault(be, {})).setdefault(dt, {})[shape] = \
+                _grid(s, ["num_tokens"], np.log(r))
 
 
-def moe_backend_note(ks: KernelSet, backend: str) -> str:
-    """The footer's words on a named MoE backend: per expert format measured on this device, the backend that runs it
-    and whether AIConfigurator timed that backend (else the datasheet model prices the experts)."""
-    if not backend or not ks.moe:
-        return ""
-    parts = []
-    for dt in sorted(ks.moe):
-        be = trtllm_auto_moe(dt, ks.system) if backend == "AUTO" else backend
-        done = dt in ks.moe_by.get(be, {})
-        parts.append(f"{dt} {be}" + ("" if done else " (not measured: datasheet)"))
-    return f"; MoE backend {backend}: " + ", ".join(parts)
+def _borrow_vllm_marlin(ks: KernelSet, hw, root: Path, version: str, system: str) -> None:
+    """vLLM's Marlin MoE kernels where the version read timed none on this device: from the nearest version that did
+    (AIConfigurator 0.12.0 timed MarlinExperts only in its 0.24.0 tables; its 0.19.0 "vllm_marlin_int4_moe" rows ran
+    the Triton path, moe_backends), marked in `versions` as lent. The Marlin MoE kernel is the one the run names
+    (VLLM_MXFP4_USE_MARLIN=1); that it did not change between those versions is assumed, and the footer says whose
+    tables priced it."""
+    if "MARLIN" in ks.moe_by:
+        return
+    d = root / "moe" / "vllm"
+    have = sorted((p.name for p in d.iterdir() if p.is_dir() and p.name != version and (p / "moe_perf.parquet").exists()),
+                  key=lambda v: ([abs(a - b) for a, b in zip(_vkey(v), _vkey(version))], v))  # nearest, by part
+    for v in have:
+        _load_moe(ks, hw, _parquet(d / v / "moe_perf.parquet"), "vllm", system, only="MARLIN")
+        if "MARLIN" in ks.moe_by:
+            ks.versions["moe MARLIN"] = f"{v}, lent: {version} timed no Marlin MoE kernel"
+            return
 
 
 # Where AIConfigurator has no NVLink all-to-all table, a rack with the same NVLink switch fabric lends its own:
@@ -491,7 +474,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 17  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 18  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

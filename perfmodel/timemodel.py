@@ -141,8 +141,9 @@ class TimeModel:
     # fp16 GEMMs at the FP16-accumulate rate (peak_flops.fp16_acc16, where a part has a faster one): "max" for the
     # roofline (a bound takes the fastest rate), else the implementation's accumulate dtype (fp32 or fp16)
     accumulate: str = "max"
-    # TensorRT-LLM's moe_config.backend ("" : the fastest measured kernel of any backend; AUTO: what the engine
-    # resolves it to, kernels.trtllm_auto_moe): the MoE tables of that backend price the experts, none: the datasheet
+    # the MoE backend the engine was told to run (TensorRT-LLM's moe_config.backend, vLLM's MARLIN; "": the fastest
+    # measured kernel of any backend; AUTO: what TensorRT-LLM resolves it to, moe_backends.trtllm_auto_moe): the MoE
+    # tables of that backend price the experts, none: the datasheet
     moe_backend: str = ""
 
     # -- construction ---------------------------------------------------------------------------
@@ -434,7 +435,8 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware, moe_backend: str = ""):
         # fp8 MoE checkpoints are block-scaled (DeepSeek-V3/R1, Qwen3 FP8, MiniMax-M2: config.json
         # quantization_config weight_block_size [128, 128]): fp8_block first, per-tensor fp8 where its shape is nearer
         dts = ["fp8_block", "fp8"] if dt == "fp8" else [dt]
-        from .kernels import _PEAK, trtllm_auto_moe
+        from .kernels import _PEAK
+        from .moe_backends import trtllm_auto_moe
 
         # a named backend runs the checkpoint's format (the first) and prices the nearer format's shape with it too
         be = (trtllm_auto_moe("fp8_block" if fmt == "fp8" else fmt, ks.system) if moe_backend == "AUTO" else

@@ -817,11 +817,17 @@ def test_deepseek_fp8_on_b200_runs_trtllm_gen_experts_that_aiconfigurator_never_
         assert up.priced_by.str.startswith(want).all(), be
 
 
-def test_a_moe_backend_is_tensorrt_llm_s_and_one_of_its_names(capsys):
+def test_a_moe_backend_is_one_its_engine_takes(capsys):
+    """TensorRT-LLM's moe_config.backend names, vLLM's MARLIN; an SGLang profile takes none."""
     assert main(["decode", "-m", "deepseek-r1", "-H", "b200", "--mode", "achievable", "--impl", "vllm-0.24",
                  "--set", "impl.moe_backend=TRTLLM"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "moe_backend" in err and "TensorRT-LLM" in err and "vllm" in err
+    assert len(err.splitlines()) == 1 and "moe_backend" in err and "must be one of MARLIN for vllm" in err \
+        and "'TRTLLM'" in err
+    assert main(["decode", "-m", "deepseek-r1", "-H", "b200", "--mode", "achievable", "--impl", "sglang-0.5",
+                 "--set", "impl.moe_backend=MARLIN"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "TensorRT-LLM" in err and "engine is sglang" in err
     assert main(["decode", "-m", "deepseek-r1", "-H", "b200", "--mode", "achievable", "--impl", "trtllm-1.3",
                  "--set", "impl.moe_backend=FASTEST"]) == 2
     err = capsys.readouterr().err.strip()
@@ -876,9 +882,67 @@ def test_the_untuned_fp4_moe_rule_compares_the_same_shape_at_up_to_64_tokens_and
 
 @needs_aic
 def test_vllm_s_moe_kernels_are_its_own_choice_no_backend_table_and_no_backend_words_in_the_footer():
+    """vLLM picks its MoE kernels itself; the one backend a launch can force, Marlin, keeps its own table (on B200
+    AIConfigurator timed MarlinExperts for int4 and MXFP4 checkpoints), and no profile names it by default."""
     from perfmodel.cli.common import kernels_note
 
     b200 = load_hardware("b200")
-    assert kernels.load(b200, "vllm", "0.24.0").moe_by == {}
+    assert set(kernels.load(b200, "vllm", "0.24.0").moe_by) <= {"MARLIN"}
     note = kernels_note(b200, load_impl("vllm-0.24"))
     assert "MoE backend" not in note and "None" not in note
+
+
+def test_only_the_marlinexperts_labels_are_vllm_s_marlin_the_old_int4_label_ran_the_triton_path():
+    """AIConfigurator's 0.24.0 vLLM labels name the kernel class (..._marlin_marlinexperts); its 0.19.0 collector
+    timed "vllm_marlin_int4_moe" through fused_experts, vLLM's Triton path, so that label is no Marlin table."""
+    lab = kernels.vllm_moe_backend
+    assert lab("vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu") == "MARLIN"
+    assert lab("vllm_gptossmxfp4moe_marlin_marlinexperts") == "MARLIN"
+    assert lab("vllm_marlin_int4_moe") is None and lab("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic") is None
+    assert lab("vllm_fused_moe") is None
+
+
+def test_a_version_that_timed_no_marlin_kernel_borrows_the_nearest_version_s_and_says_so(tmp_path, monkeypatch):
+    """Marlin twice as slow as the default kernel at one shape: a 0.19.0 profile (no Marlin rows) prices a Marlin run
+    from the nearest version that timed one (0.24.0, not the farther 0.30.0 nor 0.22.0, which has none), keeps its
+    own fastest table, and names the lender; a version with its own Marlin rows borrows nothing."""
+    pytest.importorskip("pyarrow")
+    shape = (2880, 2880, 4, 128, 1, 1)
+    d = kernels.MOE_DISTRIBUTION
+    for v, rows in (("0.19.0", [("vllm_mxfp4_moe", 1.0)]), ("0.22.0", [("vllm_fused_moe", 1.0)]),
+                    ("0.24.0", [("vllm_gptossmxfp4moe_marlin_marlinexperts", 2.0),
+                                ("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic", 1.0)]),
+                    ("0.30.0", [("vllm_gptossmxfp4moe_marlin_marlinexperts", 8.0)])):
+        _moe_tree(tmp_path, [(src, "w4a16_mxfp4", n, *shape, d, t * n ** 0.5) for n in (1, 64, 8192)
+                             for src, t in rows], system="h200_sxm", engine="vllm", version=v)
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    h200 = load_hardware("h200")
+    ks = kernels._load_aic(h200, "h200_sxm", "vllm", "0.19.0")
+    assert ks.versions["moe"] == "0.19.0" and ks.versions["moe MARLIN"].startswith("0.24.0, lent")
+    fast = float(ks.moe_ratio("w4a16_mxfp4", shape, 64.0))
+    marlin = float(ks.moe_ratio("w4a16_mxfp4", shape, 64.0, {"w4a16_mxfp4": "MARLIN"}))
+    assert marlin == pytest.approx(2 * fast)
+    own = kernels._load_aic(h200, "h200_sxm", "vllm", "0.30.0")
+    assert "moe MARLIN" not in own.versions
+    assert float(own.moe_ratio("w4a16_mxfp4", shape, 64.0, {"w4a16_mxfp4": "MARLIN"})) == pytest.approx(8 * fast)
+
+
+@needs_aic
+def test_gpt_oss_told_to_run_marlin_on_h200_prefills_about_twice_as_long_in_its_experts_as_vllm_s_default():
+    """InferenceX's gpt-oss H100/H200 vLLM scripts export VLLM_MXFP4_USE_MARLIN=1. Marlin's kernel (mma.sync, no
+    Hopper warpgroup MMA) reaches about a fifth of the bf16 peak at thousands of tokens, where vLLM's default Triton
+    kernel reaches about two fifths (AIConfigurator's H200 tables: MarlinExperts in 0.24.0, lent to the 0.19 profile),
+    so an 8,192-token prefill's experts take 1.5-2.5x as long; the footer names the backend and the lender."""
+    from perfmodel.cli.common import kernels_note
+
+    kw = dict(mode="achievable", weights_dtype="mxfp4", impl="vllm-0.19")
+    marlin = {"impl.moe_backend": {"value": "MARLIN", "source": "VLLM_MXFP4_USE_MARLIN=1"}}
+    base = pm.intensity("gpt-oss-120b", "h200", 1, 8192, **kw)
+    mar = pm.intensity("gpt-oss-120b", "h200", 1, 8192, sets=marlin, **kw)
+    up = lambda t: t[(t.phase == "prefill") & t.op.str.startswith("expert_up_gate")].time_s.sum()  # noqa: E731
+    assert 1.5 * up(base) < up(mar) < 2.5 * up(base)
+    rest = lambda t: t[(t.phase == "prefill") & ~t.op.str.startswith("expert_")].time_s.sum()  # noqa: E731
+    assert rest(mar) == pytest.approx(rest(base))  # only the experts change
+    note = kernels_note(load_hardware("h200"), dataclasses.replace(load_impl("vllm-0.19"), moe_backend="MARLIN"))
+    assert "MoE backend MARLIN" in note and "w4a16_mxfp4 MARLIN (tables of 0.24.0, lent" in note
+    assert "bfloat16 MARLIN (not measured: datasheet)" in note

@@ -244,11 +244,14 @@ def test_a_run_s_scripts_set_its_rounds_and_only_the_settings_they_give_complete
 def test_a_tensorrt_llm_run_is_priced_with_the_moe_backend_its_script_or_recipe_named(sample):
     """moe_backends.csv: InferenceX's dsr1_fp8_b200_trt.sh sets TRTLLM below 256 clients (DEEPGEMM above, for 1k/8k);
     the srt-slurm recipe of a disaggregated run names one per pool (DEEPGEMM prefill, TRTLLM decode here). A dense
-    model's row and a vLLM row name none; every name is one TensorRT-LLM takes."""
-    from perfmodel.kernels import TRT_MOE_BACKENDS
+    model's row names none; every name is one its engine takes (vLLM's only MARLIN)."""
+    from perfmodel.moe_backends import MOE_BACKENDS
 
     table = sp.moe_backends()
-    assert len(table) > 1000 and all(b in TRT_MOE_BACKENDS or b == "" for pair in table.values() for b in pair)
+    assert len(table) > 1000
+    for rid, pair in table.items():
+        engine = "vllm" if "_vllm_" in rid else "trtllm"
+        assert all(b in MOE_BACKENDS[engine] or b == "" for b in pair), rid
     dis = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_disagg_1024x1024_c4_tp8_0_ep8_0_387"))[0]
     assert (dis["prefill_moe_backend"], dis["decode_moe_backend"]) == ("DEEPGEMM", "TRTLLM")
     agg = silicon.plan(_one(sample, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256_tp8_0_ep8_0_974"))[0]
@@ -257,7 +260,12 @@ def test_a_tensorrt_llm_run_is_priced_with_the_moe_backend_its_script_or_recipe_
     pr = silicon.Predictor("achievable")
     impl = pr.impl_for("trtllm", "DEEPGEMM")
     assert impl.moe_backend == "DEEPGEMM" and impl.key != pr.impl_for("trtllm").key == pr.impl_for("trtllm", "AUTO").key
-    assert pr.impl_for("vllm", "TRTLLM").moe_backend == ""  # only TensorRT-LLM's profiles take one
+    assert pr.impl_for("vllm", "TRTLLM").moe_backend == ""  # a name vLLM does not take is no backend for it
+    # InferenceX's gpt-oss H200 vLLM script exports VLLM_MXFP4_USE_MARLIN=1: Marlin runs the MXFP4 experts
+    rid = next(r for r in table if "_gpt_oss_120b_h200_sxm_vllm_" in r)
+    assert table[rid] == ("MARLIN", "MARLIN")
+    assert silicon.plan(_one(sample, rid))[0]["decode_moe_backend"] == "MARLIN"
+    assert pr.impl_for("vllm", "MARLIN").moe_backend == "MARLIN" and pr.impl_for("sglang", "MARLIN").moe_backend == ""
 
 
 def test_one_backend_for_both_pools_is_one_name_and_only_a_tensorrt_llm_moe_run_takes_one(sample, monkeypatch):

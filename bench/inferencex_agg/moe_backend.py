@@ -1,10 +1,13 @@
-"""The TensorRT-LLM MoE backend (moe_config.backend) each InferenceX TensorRT-LLM row of the silicon sample ran.
-No measured latency is read.
+"""The MoE backend each InferenceX TensorRT-LLM and vLLM row of the silicon sample ran: TensorRT-LLM's
+moe_config.backend, vLLM's Marlin where the script selects it. No measured latency is read.
 - aggregated rows: by executing the row's benchmark script (agg_config.csv `script`: path@commit, several joined by
   |) with the row's environment and every external command stubbed, up to the server's launch, then reading the
   moe_config the script wrote (else its MOE_BACKEND);
 - disaggregated rows: the prefill and decode sections' moe_config.backend of the srt-slurm recipe the row ran
-  (disagg_workers.csv `source`: NVIDIA/srt-slurm@<commit>:<path>).
+  (disagg_workers.csv `source`: NVIDIA/srt-slurm@<commit>:<path>);
+- aggregated vLLM rows: MARLIN where every candidate script exports VLLM_MXFP4_USE_MARLIN=1 at its top level (not
+  inside a branch, not commented) before it launches `vllm serve`: vLLM then runs MXFP4 experts with Marlin instead
+  of its default selection (perfmodel/moe_backends.py). Rows whose scripts set nothing are left out.
 
     python bench/inferencex_agg/moe_backend.py INFERENCEX_MIRROR SRT_SLURM_MIRROR OUT.csv
 The mirrors are bare git mirrors of SemiAnalysisAI/InferenceX and NVIDIA/srt-slurm. Writes id, prefill_moe_backend,
@@ -74,6 +77,31 @@ def disagg(srt):
     return rows
 
 
+MARLIN = re.compile(r"^export VLLM_MXFP4_USE_MARLIN=[\"']?(1|true|True)[\"']?\s*$")
+
+
+def vllm_marlin(mirror, spec):
+    """(True, evidence) where the script exports VLLM_MXFP4_USE_MARLIN=1 at its top level before `vllm serve`."""
+    path, commit = spec.split("@")
+    txt = subprocess.run(["git", "--git-dir", mirror, "show", f"{commit}:{path}"], capture_output=True, text=True).stdout
+    lines = txt.splitlines()
+    serve = next((i for i, line in enumerate(lines) if "vllm serve" in line and not line.lstrip().startswith("#")), None)
+    hit = next((i for i, line in enumerate(lines[:serve]) if MARLIN.match(line)), None) if serve is not None else None
+    return hit is not None, f"{spec}:L{hit + 1} VLLM_MXFP4_USE_MARLIN=1" if hit is not None else ""
+
+
+def vllm(mirror):
+    cfg = pd.read_csv(os.path.join(DATA, "inferencex", "agg_config.csv"))
+    cfg = cfg[cfg["id"].str.contains("_vllm_") & cfg["script"].notna()]
+    rows, seen = [], {}
+    for r in cfg.itertuples():
+        got = [seen.setdefault(s, vllm_marlin(mirror, s)) for s in str(r.script).split("|")]
+        if got and all(ok for ok, _ in got):
+            rows.append({"id": r.id, "prefill_moe_backend": "MARLIN", "decode_moe_backend": "MARLIN",
+                         "evidence": "; ".join(ev for _, ev in got)})
+    return rows
+
+
 def main(mirror, srt, out):
     cfg = pd.read_csv(os.path.join(DATA, "inferencex", "agg_config.csv"))
     cfg = cfg[cfg["id"].str.contains("_trtllm_") & cfg["script"].notna()]
@@ -99,6 +127,7 @@ def main(mirror, srt, out):
         rows.append({"id": r.id, "prefill_moe_backend": be, "decode_moe_backend": be,
                      "evidence": "; ".join(ev for _, ev in got) + (" (scripts disagree)" if len(vals) > 1 else "")})
     rows += disagg(srt)
+    rows += vllm(mirror)
     tmp = out + ".tmp"
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, ["id", "prefill_moe_backend", "decode_moe_backend", "evidence"])

@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is made (off the plain CLI
     import pandas as pd  # noqa: F401
 
 from ..errors import SpecError
+from ..moe_backends import MOE_BACKENDS as MOE_BACKENDS_OF
 from ..ops import Layout
 from . import fastsim
 from .slo import Instance
@@ -154,8 +155,9 @@ class Predictor:
         """The implementation profile a point is priced with in the achievable mode: with impl "engine" (the
         default) the profile of the engine that was measured (ENGINE_PROFILES), its kernel tables of the version
         that ran (`version`, the row's backend_version) where AIConfigurator measured exactly that version, else
-        the profile's; else the profile named. `moe`, the TensorRT-LLM MoE backend the run's configuration named
-        (silicon_plan.moe_backends), replaces the profile's."""
+        the profile's; else the profile named. `moe`, the MoE backend the run's configuration named
+        (silicon_plan.moe_backends) where the engine takes that name (moe_backends.MOE_BACKENDS), replaces the
+        profile's."""
         from dataclasses import replace
 
         from .. import api
@@ -170,7 +172,7 @@ class Predictor:
             if (name, version) not in self.impls:
                 self.impls[(name, version)] = replace(impl, exact_version=version, key=f"{impl.key}|exact={version}")
             impl = self.impls[(name, version)]
-        if moe and getattr(impl, "engine", "") == "trtllm" and moe != impl.moe_backend:
+        if moe and moe in MOE_BACKENDS_OF.get(getattr(impl, "engine", ""), ()) and moe != impl.moe_backend:
             if (impl.key, moe) not in self.impls:
                 self.impls[(impl.key, moe)] = replace(impl, moe_backend=moe, key=f"{impl.key}|moe_backend={moe}")
             impl = self.impls[(impl.key, moe)]

@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import SpecError
 from ..formats import get_format
 from ..kernels import aic_dir, measured_version
+from ..moe_backends import MOE_BACKENDS as MOE_BACKENDS_OF
 from ..ops import Layout
 from .scheduler import ENGINE_PREFILL
 from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
@@ -332,8 +333,10 @@ def plan(df, recipes=None) -> list[dict]:
         pins = checkpoint_pins(m, row, q)
         if pins:
             r["pins"] = pins
-        moe = moe_backends().get(row["id"]) if row["backend"] == "trtllm" and m.moe else None
-        if moe:  # the MoE backend its script or recipe named (moe_config.backend): its kernels' tables price them
+        moe = moe_backends().get(row["id"]) if m.moe else None
+        if moe and all(b in MOE_BACKENDS_OF.get(row["backend"], ()) or not b for b in moe):
+            # the MoE backend its script or recipe named (TensorRT-LLM's moe_config.backend, vLLM's Marlin): its
+            # kernels' tables price the experts
             r["prefill_moe_backend"], r["decode_moe_backend"] = moe
         r.update(model=name, hardware=dev, weights=wts, act=act, kv=kv,
                  concurrency=n, isl=int(row["isl"]), osl=int(row["osl"]), engine=row["backend"],
