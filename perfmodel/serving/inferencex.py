@@ -31,8 +31,8 @@ _MOE_BACKENDS: dict = {}
 
 
 def moe_backends(path=None) -> dict:
-    """id -> (prefill, decode) TensorRT-LLM MoE backend (moe_config.backend) of an InferenceX row, as its benchmark
-    script (aggregated rows: the same backend twice) or srt-slurm recipe set it (perfmodel/measure/data/inferencex/
+    """id -> (prefill, decode) MoE backend of an InferenceX row (TensorRT-LLM's moe_config.backend, vLLM's MARLIN), as
+    its benchmark script (aggregated rows: the same backend twice) or srt-slurm recipe set it (perfmodel/measure/data/inferencex/
     README.md; bench/inferencex_agg/moe_backend.py); "" for a pool whose recipe names none (the engine's AUTO)."""
     import csv
 
