@@ -489,6 +489,20 @@ with tempfile.TemporaryDirectory() as tmp:
 g[["id", "layout", "precision", "measured_tpot_ms", "predicted_tpot_ms", "tpot_error"]]
 """),
     ("markdown", """
+A launch can also name the MoE kernel. InferenceX's gpt-oss H200 vLLM script exports `VLLM_MXFP4_USE_MARLIN=1`,
+so vLLM runs the experts with Marlin, not its Hopper default (Triton). AIConfigurator timed Marlin only in its 0.24.0
+tables, which the 0.19 profile borrows and says so. At an 8,192-token prompt Marlin takes about twice as long.
+"""),
+    ("code", """
+one = rows[rows.id == "2026_03_25_gpt_oss_120b_h200_sxm_vllm_fp4_agg_8192x1024_c4_tp1_0_ep1_0_191"]
+assert silicon.plan(one)[0]["decode_moe_backend"] == "MARLIN"
+kw = dict(context=[1024, 8192], mode="achievable", weights_dtype="mxfp4", impl="vllm-0.19")
+default = pm.prefill("gpt-oss-120b", "h200", **kw)
+marlin = pm.prefill("gpt-oss-120b", "h200", sets={"impl.moe_backend": {
+    "value": "MARLIN", "source": "InferenceX gptoss_fp4_h200.sh: export VLLM_MXFP4_USE_MARLIN=1"}}, **kw)
+default.assign(marlin_s=marlin.latency_s)[["context", "latency_s", "marlin_s"]]
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
