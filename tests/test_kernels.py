@@ -904,27 +904,48 @@ def test_only_the_marlinexperts_labels_are_vllm_s_marlin_the_old_int4_label_ran_
 
 def test_a_version_that_timed_no_marlin_kernel_borrows_the_nearest_version_s_and_says_so(tmp_path, monkeypatch):
     """Marlin twice as slow as the default kernel at one shape: a 0.19.0 profile (no Marlin rows) prices a Marlin run
-    from the nearest version that timed one (0.24.0, not the farther 0.30.0 nor 0.22.0, which has none), keeps its
-    own fastest table, and names the lender; a version with its own Marlin rows borrows nothing."""
+    from the nearest version that timed one: 0.22.0, three minor versions on, not 0.15.0 (four back) nor 0.30.0;
+    0.20.0 (no Marlin rows) and 0.18.0 (no MoE table) lend nothing. It keeps its own fastest table and names the
+    lender; a version with its own Marlin rows borrows nothing."""
     pytest.importorskip("pyarrow")
     shape = (2880, 2880, 4, 128, 1, 1)
     d = kernels.MOE_DISTRIBUTION
-    for v, rows in (("0.19.0", [("vllm_mxfp4_moe", 1.0)]), ("0.22.0", [("vllm_fused_moe", 1.0)]),
-                    ("0.24.0", [("vllm_gptossmxfp4moe_marlin_marlinexperts", 2.0),
-                                ("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic", 1.0)]),
-                    ("0.30.0", [("vllm_gptossmxfp4moe_marlin_marlinexperts", 8.0)])):
+    marlin_src, triton_src = "vllm_gptossmxfp4moe_marlin_marlinexperts", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"
+    for v, rows in (("0.15.0", [(marlin_src, 4.0)]), ("0.19.0", [("vllm_mxfp4_moe", 1.0)]),
+                    ("0.20.0", [("vllm_fused_moe", 1.0)]), ("0.22.0", [(marlin_src, 2.0), (triton_src, 1.0)]),
+                    ("0.30.0", [(marlin_src, 8.0)])):
         _moe_tree(tmp_path, [(src, "w4a16_mxfp4", n, *shape, d, t * n ** 0.5) for n in (1, 64, 8192)
                              for src, t in rows], system="h200_sxm", engine="vllm", version=v)
+    (tmp_path / "h200_sxm" / "moe" / "vllm" / "0.18.0").mkdir()  # a version folder without a MoE table
     monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
     h200 = load_hardware("h200")
     ks = kernels._load_aic(h200, "h200_sxm", "vllm", "0.19.0")
-    assert ks.versions["moe"] == "0.19.0" and ks.versions["moe MARLIN"].startswith("0.24.0, lent")
+    assert ks.versions["moe"] == "0.19.0" and ks.versions["moe MARLIN"].startswith("0.22.0, lent")
     fast = float(ks.moe_ratio("w4a16_mxfp4", shape, 64.0))
     marlin = float(ks.moe_ratio("w4a16_mxfp4", shape, 64.0, {"w4a16_mxfp4": "MARLIN"}))
     assert marlin == pytest.approx(2 * fast)
     own = kernels._load_aic(h200, "h200_sxm", "vllm", "0.30.0")
     assert "moe MARLIN" not in own.versions
     assert float(own.moe_ratio("w4a16_mxfp4", shape, 64.0, {"w4a16_mxfp4": "MARLIN"})) == pytest.approx(8 * fast)
+
+
+def test_only_tensorrt_llm_s_tables_lose_an_untuned_fp4_kernel_and_sglang_names_no_backend(tmp_path, monkeypatch):
+    """The untuned-fp4 rule answers TensorRT-LLM's collector (it never autotunes): a vLLM nvfp4 MoE table as slow as
+    its bf16 one stands. SGLang cannot be told a MoE backend: a Marlin-labelled row of its tables is no MARLIN table."""
+    pytest.importorskip("pyarrow")
+    shape = (7168, 2048, 8, 256, 8, 1)
+    d = kernels.MOE_DISTRIBUTION
+    rows = [(src, dt, n, *shape, d, 0.05 * n ** 0.5) for n in (1, 16, 256)
+            for src, dt in (("vllm_fused_moe", "bfloat16"), ("vllm_flashinfer_trtllm_moe_fp4", "nvfp4"))]
+    _moe_tree(tmp_path, rows, system="b200_sxm", engine="vllm", version="0.19.0")
+    _moe_tree(tmp_path, [("sglang_marlinexperts", "bfloat16", n, *shape, d, 0.05 * n ** 0.5) for n in (1, 16, 256)],
+              system="b200_sxm", engine="sglang", version="0.5.9")
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    b200 = load_hardware("b200")
+    ks = kernels._load_aic(b200, "b200_sxm", "vllm", "0.19.0")
+    assert ks.rejected == [] and shape in ks.moe["nvfp4"]
+    sg = kernels._load_aic(b200, "b200_sxm", "sglang", "0.5.9")
+    assert sg.moe_by == {} and shape in sg.moe["bfloat16"]
 
 
 @needs_aic

@@ -279,6 +279,8 @@ def test_one_backend_for_both_pools_is_one_name_and_only_a_tensorrt_llm_moe_run_
         row = _one(sample, rid)
     monkeypatch.setitem(sp._MOE_BACKENDS, sp.MOE_BACKENDS, {rid: ("TRTLLM", "TRTLLM")})
     assert "decode_moe_backend" not in silicon.plan(row)[0]  # a vLLM run: no TensorRT-LLM backend
+    monkeypatch.setitem(sp._MOE_BACKENDS, sp.MOE_BACKENDS, {rid: ("TRTLLM", "MARLIN")})
+    assert "decode_moe_backend" not in silicon.plan(row)[0]  # one name it does not take: the pair is not its
 
 
 def test_an_engine_left_at_kv_cache_dtype_auto_keeps_an_unquantized_checkpoint_s_cache_in_the_model_dtype(sample):
