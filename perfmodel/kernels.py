@@ -355,7 +355,10 @@ def _borrow_vllm_marlin(ks: KernelSet, hw, root: Path, version: str, system: str
     have = sorted((p.name for p in d.iterdir() if p.is_dir() and p.name != version and (p / "moe_perf.parquet").exists()),
                   key=lambda v: ([abs(a - b) for a, b in zip(_vkey(v), _vkey(version))], v))  # nearest, by part
     for v in have:
-        _load_moe(ks, hw, _parquet(d / v / "moe_perf.parquet"), "vllm", system, only="MARLIN")
+        df = _parquet(d / v / "moe_perf.parquet")
+        if "kernel_source" in df:  # only the Marlin rows: a table's other shapes are not read again
+            df = df[df["kernel_source"].map(vllm_moe_backend) == "MARLIN"]
+        _load_moe(ks, hw, df, "vllm", system, only="MARLIN")
         if "MARLIN" in ks.moe_by:
             ks.versions["moe MARLIN"] = f"{v}, lent: {version} timed no Marlin MoE kernel"
             return
