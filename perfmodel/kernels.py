@@ -332,7 +332,8 @@ def _load_moe(ks: KernelSet, hw, df, engine: str, system: str, only: str | None 
         shape = (int(h), int(inter), int(topk), int(E), int(tp), int(ep))
         label = (lambda src: trtllm_moe_backend(src, dt, system)) if engine == "trtllm" else vllm_moe_backend
         by = g["kernel_source"].map(label) if named else None
-        parts = ([] if only else [(None, g)]) + (list(g.groupby(by)) if named else [])  # None labels: no group
+        own = named and by.notna().any()  # a backend's own rows here (vLLM's are Marlin's or none)
+        parts = ([] if only else [(None, g)]) + (list(g.groupby(by)) if own else [])  # None labels: no group
         for be, s in parts:  # the fastest kernel per token count (None), and each backend's own (its labels')
             if only and be != only:
                 continue
