@@ -905,7 +905,7 @@ def test_only_the_marlinexperts_labels_are_vllm_s_marlin_the_old_int4_label_ran_
 def test_a_version_that_timed_no_marlin_kernel_borrows_the_nearest_version_s_and_says_so(tmp_path, monkeypatch):
     """Marlin twice as slow as the default kernel at one shape: a 0.19.0 profile (no Marlin rows) prices a Marlin run
     from the nearest version that timed one: 0.22.0, three minor versions on, not 0.15.0 (four back) nor 0.30.0;
-    0.20.0 (no Marlin rows) and 0.18.0 (no MoE table) lend nothing. It keeps its own fastest table and names the
+    0.20.0 (no Marlin rows), 0.21.0 (no kernel labels) and 0.18.0 (no MoE table) lend nothing. It keeps its own fastest table and names the
     lender; a version with its own Marlin rows borrows nothing."""
     pytest.importorskip("pyarrow")
     shape = (2880, 2880, 4, 128, 1, 1)
@@ -917,6 +917,12 @@ def test_a_version_that_timed_no_marlin_kernel_borrows_the_nearest_version_s_and
         _moe_tree(tmp_path, [(src, "w4a16_mxfp4", n, *shape, d, t * n ** 0.5) for n in (1, 64, 8192)
                              for src, t in rows], system="h200_sxm", engine="vllm", version=v)
     (tmp_path / "h200_sxm" / "moe" / "vllm" / "0.18.0").mkdir()  # a version folder without a MoE table
+    unlabelled = tmp_path / "h200_sxm" / "moe" / "vllm" / "0.21.0"  # a table without kernel_source: nothing to lend
+    _moe_tree(tmp_path / "x", [("", "w4a16_mxfp4", n, *shape, d, 0.5) for n in (1, 64)], system="h200_sxm",
+              engine="vllm", version="0.21.0")
+    unlabelled.mkdir()
+    pd.read_parquet(tmp_path / "x" / "h200_sxm" / "moe" / "vllm" / "0.21.0" / "moe_perf.parquet").drop(
+        columns="kernel_source").to_parquet(unlabelled / "moe_perf.parquet")
     monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
     h200 = load_hardware("h200")
     ks = kernels._load_aic(h200, "h200_sxm", "vllm", "0.19.0")
