@@ -264,6 +264,10 @@ class _Builder:
                 qk.w_read = qk.w_stored = N * self.hb
                 qk.wfmt = self.hf.name
                 qk.flops = qk.flops + 2.0 * M * N
+                # keys k -> k (F + c) / F (F: the products, c: the sinks' 2 M N): the tile rate's (k + h) / k then
+                # falls on the products alone, (F + c)(k' + h) / k' = F (k + h) / k + c. c / F = T / (H pairs); a
+                # decode row's k + 1/H. Summed over sequences (engine, fastcost), f / k' = F / k keeps it exact
+                qk.keys = qk.keys * (1.0 + self.T / (H * np.maximum(self._pairs(W, C), 1.0)))
             if m.attn_output_gate:  # Qwen3.5: O * sigmoid(gate), ~5 FLOP per element (sigmoid 4, multiply 1)
                 self.vector("attn_gate", g, n, M * N * H, 5, reads=2)
         self.matmul("o_proj", g, n, M, N * H, D, bias=m.linear_bias or m.o_bias, fmt=self.fmt("attention_out"))

@@ -178,6 +178,31 @@ def test_attention_reaches_half_its_long_sequence_rate_at_half_keys():
         assert e == pytest.approx(a.attention_compute["bf16"] * S / (S + a.attention_half_keys))
 
 
+@pytest.mark.parametrize("T,S", [(1, 1), (1, 2), (1, 5000), (7, 7), (4, 20)])
+def test_attention_sinks_pay_the_full_attention_rate_and_only_the_products_pay_for_short_key_ranges(T, S):
+    """derivations "Achievable time": gpt-oss's sinks add 2 M N FLOPs (an exp and an add per query row and head) to
+    attn_qk. They are no tile work along the keys: the sinks' op costs the sinkless one plus c / (P e_attn)."""
+    hw = HW["h100-sxm"]
+    tm = time_model("achievable", hw, "graphs")
+    m = pm.load_model("gpt-oss-20b")
+    B, n = 3, m.N
+    tc = {}
+    for sinks in (True, False):
+        ops = pm.build_ops(m.replace(attention_sinks=sinks), B, T, S, "prefill" if T > 1 else "decode")
+        qk = [o for o in ops if o.name == "attn_qk"][0]
+        tc[sinks] = float(tm.price([qk], hw, Precision())[0][0])
+    c = 2.0 * B * T * n  # M = B T query rows, N heads on one device
+    assert tc[True] - tc[False] == pytest.approx(c / (hw.peak("bf16") * hw.achievable.attention_compute["bf16"]),
+                                                 rel=1e-6)
+
+
+def test_a_gpt_oss_decode_step_is_no_faster_at_two_keys_than_at_one():
+    """the falsifying example the laws' seed 13 drew (docs/import-and-hardening.md): datasheet model, batch 1"""
+    m = pm.load_model("gpt-oss-120b")
+    t = engine.evaluate(m, HW["a100-40gb"], np.array([1.0]), np.array([1.0, 2.0]), "decode", "achievable")["latency_s"]
+    assert t[0, 1] >= t[0, 0]
+
+
 def test_weight_only_formats_pay_the_measured_dequantization_and_w8a8_does_not():
     hw, m = HW["a100-80gb-sxm"], pm.load_model("llama-2-7b")
     tm = time_model("achievable", hw, "graphs")
