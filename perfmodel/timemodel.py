@@ -441,7 +441,7 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware, moe_backend: str = ""):
         # a named backend runs the checkpoint's format (the first) and prices the nearer format's shape with it too
         be = (trtllm_auto_moe("fp8_block" if fmt == "fp8" else fmt, ks.system) if moe_backend == "AUTO" else
               moe_backend) if moe_backend else None
-        r = ks.moe_ratio(dts, (D, F, topk, E, tp, ep), tokens, None if be is None else dict.fromkeys(dts, be))
+        r = ks.moe_ratio(dts, (D, F, topk, E, tp, ep), tokens, None if be is None else dict.fromkeys(dts, be), hw)
         if r is None:
             return None
 

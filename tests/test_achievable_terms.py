@@ -264,7 +264,7 @@ def test_a_fused_moe_op_takes_the_measured_kernel_of_its_weight_format(gpu, prec
         src = []
         for op, (_, _, t, *_) in zip(ops, tm.price(ops, hw, prec, sources=src)):
             M, D, F, topk, E, tp, ep = op.moe
-            r = float(ks.moe_ratio(tables, (D, F, topk, E, tp, ep), M))
+            r = float(ks.moe_ratio(tables, (D, F, topk, E, tp, ep), M, hw=hw))
             ideal = max(op.flops / peak, op.bytes / hw.memory_bandwidth)
             assert float(t) == pytest.approx(max(r, 1.0) * ideal, rel=1e-9), (B, op.name)
             ratios.append(r)
@@ -308,7 +308,7 @@ class Recorder:
     def gemm_ratio(self, dt, m, n, k):
         return self._answer("gemm", dt, float(m), float(n), float(k))
 
-    def moe_ratio(self, dts, shape, tokens, backends=None):
+    def moe_ratio(self, dts, shape, tokens, backends=None, hw=None):
         return self._answer("moe", dts if isinstance(dts, str) else tuple(dts), tuple(shape), tokens)
 
     def attn_ratio(self, phase, kvd, heads, B, L):

@@ -64,6 +64,62 @@ def test_the_nearest_measured_moe_shape_is_remembered_and_is_what_a_fresh_search
     assert fresh.moe_ratio("bf16", shape, 64.0) is None
 
 
+def _affine_tables(hw, a, b, tps=(1, 2, 4), eps=(), base=(4096, 1536, 8, 128), dt="fp8"):
+    """fp8 MoE tables whose kernel takes a + b x seconds (x: the ideal) at tp in tps (ep 1), and the ep-1 kernel's
+    time at ep in eps (tp 1: as vLLM's tables time an ep split)"""
+    from perfmodel.kernel_set import _ideal_moe
+
+    ks = kernels.KernelSet(source="test")
+    n = np.array([1.0, 64.0, 4096.0])
+    tab = ks.moe.setdefault(dt, {})
+    for tp in tps:
+        x = _ideal_moe(hw, dt, n, *base, tp, 1)
+        tab[(*base, tp, 1)] = ([n], np.log((a + b * x) / x))
+    for ep in eps:
+        t1 = a + b * _ideal_moe(hw, dt, n, *base, 1, 1)
+        tab[(*base, 1, ep)] = ([n], np.log(t1 / _ideal_moe(hw, dt, n, *base, 1, ep)))
+    return ks, n
+
+
+@pytest.mark.parametrize("eps", [(), (2, 4, 8)])
+def test_a_moe_shape_the_tables_lack_costs_the_fixed_part_plus_the_slope_of_its_measured_tp_siblings(eps):
+    """A fused MoE step is several kernels with a fixed cost that no tp split shrinks: at a tp the tables lack,
+    t = a + b x (x its ideal) fitted over the nearest shape's tp siblings, not the nearest's ratio r x. vLLM's
+    ep siblings, timed at the ep-1 kernel's time, do not enter a tp query's fit."""
+    from perfmodel.kernel_set import _ideal_moe
+
+    hw = pm.load_hardware("h100-sxm")
+    a, b = 30e-6, 1.6
+    ks, n = _affine_tables(hw, a, b, eps=eps)
+    for tp in (8, 16, 3):  # beyond the measured tps, and between two
+        q = (4096, 1536, 8, 128, tp, 1)
+        x = _ideal_moe(hw, "fp8", n, *q)
+        assert ks.moe_ratio("fp8", q, n, hw=hw) * x == pytest.approx(a + b * x, rel=1e-9)
+        xn = _ideal_moe(hw, "fp8", n, 4096, 1536, 8, 128, 4, 1)  # without the device: the nearest's (tp 4) r
+        assert ks.moe_ratio("fp8", q, n) == pytest.approx((a + b * xn) / xn, rel=1e-9)
+    # a measured shape keeps its own r
+    m = (4096, 1536, 8, 128, 2, 1)
+    x = _ideal_moe(hw, "fp8", n, *m)
+    assert ks.moe_ratio("fp8", m, n, hw=hw) == pytest.approx((a + b * x) / x, rel=1e-9)
+    # another base shape transfers the law of the nearest base: the same a, the same b
+    q = (5120, 1536, 8, 128, 8, 1)
+    x = _ideal_moe(hw, "fp8", n, *q)
+    assert ks.moe_ratio("fp8", q, n, hw=hw) * x == pytest.approx(a + b * x, rel=1e-9)
+
+
+def test_a_moe_fit_without_a_fixed_part_or_with_one_sibling_keeps_the_nearest_ratio():
+    from perfmodel.kernel_set import _ideal_moe
+
+    hw = pm.load_hardware("h100-sxm")
+    q = (4096, 1536, 8, 128, 8, 1)
+    for ks, n, near in (_affine_tables(hw, 30e-6, 1.6, tps=(4,)) + (4,),  # one sibling: no line
+                        _affine_tables(hw, -2e-6, 1.6) + (4,)):  # a < 0 (superlinear in the slice)
+        xn = _ideal_moe(hw, "fp8", n, 4096, 1536, 8, 128, near, 1)
+        r_near = np.exp(ks.moe["fp8"][(4096, 1536, 8, 128, near, 1)][1])
+        assert ks.moe_ratio("fp8", q, n, hw=hw) == pytest.approx(r_near, rel=1e-12)
+        assert np.all(np.isfinite(r_near)) and xn.shape == n.shape
+
+
 def test_holes_in_a_table_are_filled_from_their_measured_neighbours():
     import pandas as pd
 
