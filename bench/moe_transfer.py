@@ -45,7 +45,9 @@ def held_out(hw, ks) -> list[dict]:
                 continue
             for i, t in enumerate(n):
                 rows.append(dict(dtype=dt, shape=str(shape), tp=shape[4], ep=shape[5], tokens=int(t),
-                                 same_base=near is not None and near[1][:4] == shape[:4], measured_ms=meas[i] * 1e3,
+                                 same_base=near is not None and near[1][:4] == shape[:4],
+                                 base_distance=np.nan if near is None else
+                                 float(sum(abs(np.log(near[1][j] / shape[j])) for j in range(4))), measured_ms=meas[i] * 1e3,
                                  ratio=float(r0[i] * x[i] / meas[i] - 1), affine=float(r1[i] * x[i] / meas[i] - 1)))
     ks._near.clear()
     return rows
@@ -54,6 +56,7 @@ def held_out(hw, ks) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the summary per system and engine here (CSV)")
+    ap.add_argument("--points", help="write every held-out point here (CSV)")
     a = ap.parse_args(argv)
     root = kernels.aic_dir()
     if root is None:
@@ -73,6 +76,9 @@ def main(argv=None) -> int:
                 for r in held_out(hw, ks):
                     out.append(dict(system=sysn, engine=eng, version=ver, **r))
     df = pd.DataFrame(out)
+    if a.points:
+        from perfmodel.fileio import write_text
+        write_text(a.points, df.to_csv(index=False, float_format="%.5g"), "--points")
     print(f"{len(df):,} held-out (shape, token count) points from "
           f"{df.groupby(['system', 'engine', 'version', 'dtype', 'shape']).ngroups:,} measured shapes")
 
@@ -83,6 +89,8 @@ def main(argv=None) -> int:
 
     summary = [line("all", df), line("nearest: a tp/ep sibling", df[df.same_base]),
                line("nearest: another base shape", df[~df.same_base])]
+    far = pd.cut(df.base_distance, [-0.01, 0.0, 0.5, 1.0, 2.0, 99.0])
+    summary += [line(f"base distance {c}", s) for c, s in df.groupby(far, observed=True)]
     summary += [line(f"tokens {t}", s) for t, s in df.groupby("tokens")]
     summary += [line(f"{e}", s) for e, s in df.groupby("engine")]
     summary += [line(f"{sy}", s) for sy, s in df.groupby("system")]
