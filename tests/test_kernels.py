@@ -107,6 +107,67 @@ def test_a_moe_shape_the_tables_lack_costs_the_fixed_part_plus_the_slope_of_its_
     assert ks.moe_ratio("fp8", q, n, hw=hw) * x == pytest.approx(a + b * x, rel=1e-9)
 
 
+def _law_tables(hw, rows, base=(4096, 1536, 8, 128), dt="fp8"):
+    """fp8 MoE tables of `base` at each (tp, ep, a, b) of rows: the kernel takes a + b x seconds (x: its ideal)"""
+    from perfmodel.kernel_set import _ideal_moe
+
+    ks = kernels.KernelSet(source="test")
+    n = np.array([1.0, 64.0, 4096.0])
+    for tp, ep, a, b in rows:
+        x = _ideal_moe(hw, dt, n, *base, tp, ep)
+        ks.moe.setdefault(dt, {})[(*base, tp, ep)] = ([n], np.log((a + b * x) / x))
+    return ks, n
+
+
+def test_a_moe_fit_takes_the_siblings_along_the_axis_the_query_moves_on():
+    """tp siblings for a query at another tp, ep siblings for one at another ep, each with its own law; where the
+    held axis has one measured shape (the nearest itself), every sibling of the base shape"""
+    from perfmodel.kernel_set import _ideal_moe
+
+    hw = pm.load_hardware("h100-sxm")
+    B = (4096, 1536, 8, 128)
+    x = {k: _ideal_moe(hw, "fp8", np.array([1.0, 64.0, 4096.0]), *B, *k) for k in ((1, 1), (1, 16), (8, 1), (8, 4))}
+    a, b, b2 = 30e-6, 1.6, 1.2  # the ep law a + b x; the tp law's slope b2, its line through the same tp-1 ep-1 time
+    x11 = _ideal_moe(hw, "fp8", np.array([1.0, 64.0, 4096.0]), *B, 1, 1)
+    ep_rows = [(1, e, a, b) for e in (2, 4, 8)]
+    a2_at = a + (b - b2) * x11
+    assert np.all(a2_at > a)
+    ks, n = _law_tables(hw, ep_rows + [(1, 1, a, b), (2, 1, a2_at, b2), (4, 1, a2_at, b2)])
+    q = (*B, 1, 16)  # nearest (1, 8): tp held, the ep siblings' line
+    assert ks.moe_ratio("fp8", q, n, hw=hw) * x[(1, 16)] == pytest.approx(a + b * x[(1, 16)], rel=1e-9)
+    q = (*B, 8, 1)  # nearest (4, 1): ep held, the tp siblings' line
+    assert ks.moe_ratio("fp8", q, n, hw=hw) * x[(8, 1)] == pytest.approx(a2_at + b2 * x[(8, 1)], rel=1e-9)
+    # two tp siblings and three ep ones timed at the ep-1 kernel's time (vLLM's): the two alone make the line
+    ks, n = _affine_tables(hw, a, b, tps=(2, 4), eps=(2, 4, 8))
+    assert ks.moe_ratio("fp8", (*B, 8, 1), n, hw=hw) * x[(8, 1)] == pytest.approx(a + b * x[(8, 1)], rel=1e-9)
+    # the nearest (8, 2) alone at tp 8: the whole base's line
+    ks, n = _law_tables(hw, [(1, 1, a, b), (2, 1, a, b), (8, 2, a, b)])
+    assert ks.moe_ratio("fp8", (*B, 8, 4), n, hw=hw) * x[(8, 4)] == pytest.approx(a + b * x[(8, 4)], rel=1e-9)
+
+
+def test_a_moe_fit_off_its_line_minimizes_the_relative_error_of_the_siblings():
+    """siblings that are not on one line: a and b are the least squares in relative error, (t_fit - t) / t, the
+    small slices weighing as much as the large (numpy's polyfit weighted by 1 / t as the independent check)"""
+    from perfmodel.kernel_set import _ideal_moe
+
+    hw = pm.load_hardware("h100-sxm")
+    B = (4096, 1536, 8, 128)
+    ks, n = _law_tables(hw, [(tp, 1, 30e-6 * f, 1.5 * f) for tp, f in ((1, 1.0), (2, 1.08), (4, 0.93), (8, 1.05))])
+    xs = np.stack([_ideal_moe(hw, "fp8", n, *B, tp, 1) for tp in (1, 2, 4, 8)])
+    ts = np.stack([np.exp(ks.moe["fp8"][(*B, tp, 1)][1]) for tp in (1, 2, 4, 8)]) * xs
+    xq = _ideal_moe(hw, "fp8", n, *B, 16, 1)
+    got = ks.moe_ratio("fp8", (*B, 16, 1), n, hw=hw) * xq
+    for j in range(n.size):
+        b, a = np.polyfit(xs[:, j], ts[:, j], 1, w=1.0 / ts[:, j])
+        assert a > 0 and b > 0
+        assert got[j] == pytest.approx(a + b * xq[j], rel=1e-9)
+        plain_b, plain_a = np.polyfit(xs[:, j], ts[:, j], 1)  # unweighted: another answer, so the weights matter
+        assert abs(plain_a + plain_b * xq[j] - got[j]) > 1e-3 * got[j]
+    # a measured shape off the line keeps its own time
+    own = ks.moe_ratio("fp8", (*B, 2, 1), n, hw=hw) * xs[1]
+    assert own == pytest.approx(ts[1], rel=1e-12)
+
+
 def test_a_moe_fit_without_a_fixed_part_or_with_one_sibling_keeps_the_nearest_ratio():
     from perfmodel.kernel_set import _ideal_moe
 
