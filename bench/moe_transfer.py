@@ -37,6 +37,7 @@ def held_out(hw, ks) -> list[dict]:
             meas = np.exp(_interp(ax, v, [n])) * _ideal_moe(hw, dt, n, *shape)
             del tab[shape]
             ks._near.clear()
+            ks._fits.clear()
             x = _ideal_moe(hw, dt, n, *shape)
             r0, r1 = ks.moe_ratio([dt], shape, n), ks.moe_ratio([dt], shape, n, hw=hw)
             near = next(iter(ks._near.values()))[0]  # (dtype, the nearest measured shape)

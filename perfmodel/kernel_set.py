@@ -23,6 +23,20 @@ _PEAK = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8"
          "w4a16_mxfp4": "bf16", "nvfp4": "fp4", "w4afp8": "fp8"}
 
 
+def _interp_rows(grids: list, n: np.ndarray) -> np.ndarray:
+    """_interp of several one-axis grids at the same points, as rows: grids on one token axis share one search (the
+    tp siblings of a MoE shape are measured at the same token counts), the others are interpolated one by one."""
+    ax = grids[0][0][0]
+    if len(ax) < 2 or any(g[0][0] is not ax and not np.array_equal(g[0][0], ax) for g in grids):
+        return np.stack([_interp(*g, [n]) + np.zeros(n.shape) for g in grids])
+    la = np.log(ax)
+    lx = np.clip(np.log(np.maximum(n, 1e-30)), la[0], la[-1])
+    i = np.clip(np.searchsorted(la, lx, side="right") - 1, 0, len(ax) - 2)
+    w = (lx - la[i]) / (la[i + 1] - la[i])
+    V = np.stack([g[1] for g in grids])
+    return (1.0 - w) * V[:, i] + w * V[:, i + 1]
+
+
 @dataclass
 class KernelSet:
     """The measured tables of one device (and engine version): log r grids per kind, built at load."""
@@ -51,6 +65,7 @@ class KernelSet:
     # the nearest measured shape per query (moe_ratio, alltoall_time): a scan of every key, ~9 ms a call on the
     # MoE tables, asked again for every step the serving simulator prices; the tables never change after load
     _near: dict = field(default_factory=dict, repr=False, compare=False)
+    _fits: dict = field(default_factory=dict, repr=False, compare=False)  # moe_ratio's fit at whole token counts
 
     # -- lookups: r (>= 1 after the caller's max) or None where nothing covers the shape ---------------------
     def gemm_ratio(self, dtype: str, m, n, k):
@@ -133,16 +148,38 @@ class KernelSet:
         if hw is None or len(sibs) < 2:
             return r
         n = np.asarray(tokens, float)
-        x = np.stack([_ideal_moe(hw, dt, n, *sk) + 0 * n for sk in sibs])  # the siblings' ideal seconds
-        y = np.stack([np.exp(_interp(*tabs[dt][sk], [n])) + 0 * n for sk in sibs]) * x  # and measured
+        if n.size > 64 and n.min() >= 0 and n.max() < 2 ** 20 and np.all(n == np.floor(n)):
+            # a serving run's whole token counts: the fit at 0 .. 2^k - 1 once per shape and device, then looked up
+            key = (memo, hw.memory_bandwidth, tuple(sorted(hw.peak_flops.items())), int(n.max()).bit_length())
+            if key not in self._fits:
+                if len(self._fits) > 64:
+                    self._fits.clear()
+                g = np.arange(2.0 ** key[-1])
+                g[0] = 1.0  # 0 tokens: no ideal time to divide by, the nearest's r (as _affine says at x_q = 0)
+                fit, ok = self._affine(hw, dt, kk, sibs, tabs[dt], shape, g)
+                ok[0] = False
+                self._fits[key] = fit, ok
+            fit, ok = self._fits[key]
+            i = n.astype(np.int64)
+            return np.where(ok[i], fit[i], r)
+        fit, ok = self._affine(hw, dt, kk, sibs, tabs[dt], shape, n)
+        return np.where(ok, fit, r)
+
+    @staticmethod
+    def _affine(hw, dt: str, kk: tuple, sibs: list, tab: dict, shape: tuple, n: np.ndarray):
+        """(a / x_q + b, where the fit holds) at token counts n: t = a + b x over the siblings (moe_ratio)."""
+        col = (-1,) + (1,) * n.ndim
+        tps, eps = (np.array([sk[i] for sk in sibs], float).reshape(col) for i in (4, 5))
+        x = _ideal_moe(hw, dt, n, *kk[:4], tps, eps)  # the siblings' ideal seconds (they share D, d_ff, top-k, E)
+        y = np.exp(_interp_rows([tab[sk] for sk in sibs], n)) * x  # and measured
         w = 1.0 / y ** 2  # least squares in relative error: the small slices weigh as much as the large
         xm, ym = (w * x).sum(0) / w.sum(0), (w * y).sum(0) / w.sum(0)
         vx = (w * (x - xm) ** 2).sum(0)
         b = (w * (x - xm) * (y - ym)).sum(0) / np.where(vx > 0, vx, 1.0)
         a = ym - b * xm
-        xq = _ideal_moe(hw, dt, n, *shape) + 0 * n
+        xq = _ideal_moe(hw, dt, n, *shape)
         ok = (vx > 0) & (a >= 0) & (b > 0) & (xq > 0)
-        return np.where(ok, (np.maximum(a, 0) + b * xq) / np.where(xq > 0, xq, 1.0), r)
+        return (np.maximum(a, 0) + b * xq) / np.where(xq > 0, xq, 1.0), ok
 
     def gdn_time(self, phase: str, part: str, heads: tuple, B, T):
         """Seconds of a Gated DeltaNet kernel (part "conv" or "core") for B sequences of T tokens each, at the

@@ -25,6 +25,7 @@ tokens per expert, routing imbalance. max(r, 1) keeps the roofline a bound. An o
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -478,7 +479,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 18  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 19  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:
@@ -501,8 +502,8 @@ def _disk(key: tuple, build):
     try:
         with open(f, "rb") as fh:
             ks = pickle.load(fh)
-        if isinstance(ks, KernelSet):
-            return ks
+        if isinstance(ks, KernelSet) and all(hasattr(ks, f.name) for f in dataclasses.fields(KernelSet)):
+            return ks  # (an entry pickled before a field was added lacks it: rebuilt, whatever FORMAT says)
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, IndexError, TypeError):
         pass  # absent, unreadable or from another version: rebuild it
     ks = build()
