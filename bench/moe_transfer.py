@@ -59,6 +59,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the summary per system and engine here (CSV)")
     ap.add_argument("--points", help="write every held-out point here (CSV)")
     a = ap.parse_args(argv)
+    from perfmodel.errors import SpecError
+    from perfmodel.fileio import check_writable
+
+    try:  # before the minute of work, not after it
+        for opt, target in (("--out", a.out), ("--points", a.points)):
+            if target:
+                check_writable(target, opt)
+    except SpecError as e:
+        print(f"bench/moe_transfer.py: {e}", file=sys.stderr)
+        return 2
     root = kernels.aic_dir()
     if root is None:
         print("bench/moe_transfer.py: the kernels extra is not installed (pip install perfmodel[kernels])",
