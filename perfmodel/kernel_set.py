@@ -172,11 +172,12 @@ class KernelSet:
         tps, eps = (np.array([sk[i] for sk in sibs], float).reshape(col) for i in (4, 5))
         x = _ideal_moe(hw, dt, n, *kk[:4], tps, eps)  # the siblings' ideal seconds (they share D, d_ff, top-k, E)
         y = np.exp(_interp_rows([tab[sk] for sk in sibs], n)) * x  # and measured
-        w = 1.0 / y ** 2  # least squares in relative error: the small slices weigh as much as the large
-        xm, ym = (w * x).sum(0) / w.sum(0), (w * y).sum(0) / w.sum(0)
-        vx = (w * (x - xm) ** 2).sum(0)
-        b = (w * (x - xm) * (y - ym)).sum(0) / np.where(vx > 0, vx, 1.0)
-        a = ym - b * xm
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 tokens: no time to fit; NaN fails `ok` below
+            w = 1.0 / y ** 2  # least squares in relative error: the small slices weigh as much as the large
+            xm, ym = (w * x).sum(0) / w.sum(0), (w * y).sum(0) / w.sum(0)
+            vx = (w * (x - xm) ** 2).sum(0)
+            b = (w * (x - xm) * (y - ym)).sum(0) / np.where(vx > 0, vx, 1.0)
+            a = ym - b * xm
         xq = _ideal_moe(hw, dt, n, *shape)
         ok = (vx > 0) & (a >= 0) & (b > 0) & (xq > 0)
         return (np.maximum(a, 0) + b * xq) / np.where(xq > 0, xq, 1.0), ok

@@ -172,12 +172,15 @@ def test_a_long_run_of_token_counts_is_priced_as_each_count_alone():
     """the serving path hands moe_ratio thousands of token counts, fitted once per distinct count"""
     hw = pm.load_hardware("h100-sxm")
     ks, _ = _law_tables(hw, [(tp, 1, 30e-6 * f, 1.5 * f) for tp, f in ((1, 1.0), (2, 1.08), (4, 0.93))])
-    n = np.random.default_rng(2).integers(1, 600, size=(3, 400)).astype(float)
+    rng = np.random.default_rng(2)
+    whole = rng.integers(0, 600, size=(3, 100)).astype(float)
+    whole[0, :3] = (0.0, 1.0, 2.0)
     q = (4096, 1536, 8, 128, 8, 1)
-    run = ks.moe_ratio("fp8", q, n, hw=hw)
-    assert run.shape == n.shape
-    one = np.array([float(ks.moe_ratio("fp8", q, np.array([t]), hw=hw)[0]) for t in n.ravel()[:50]])
-    assert np.allclose(run.ravel()[:50], one, rtol=1e-12, atol=0)
+    for n in (whole, whole + 0.5, np.where(rng.random(whole.shape) < 0.5, whole, whole + 0.25)):  # whole, not whole
+        run = ks.moe_ratio("fp8", q, n, hw=hw)
+        assert run.shape == n.shape
+        one = np.array([float(ks.moe_ratio("fp8", q, np.array([t]), hw=hw)[0]) for t in n.ravel()])
+        assert np.allclose(run.ravel(), one, rtol=1e-12, atol=0)
 
 
 def test_a_moe_fit_without_a_fixed_part_or_with_one_sibling_keeps_the_nearest_ratio():
@@ -193,14 +196,15 @@ def test_a_moe_fit_without_a_fixed_part_or_with_one_sibling_keeps_the_nearest_ra
         assert np.all(np.isfinite(r_near)) and xn.shape == n.shape
 
 
-@pytest.mark.parametrize("same_axis", [True, False])
-def test_the_moe_siblings_rows_are_interpolated_as_each_grid_alone(same_axis):
+@pytest.mark.parametrize("axes", ["one object", "equal copies", "another axis", "two points"])
+def test_the_moe_siblings_rows_are_interpolated_as_each_grid_alone(axes):
     from perfmodel.kernel_set import _interp_rows
 
     rng = np.random.default_rng(5)
-    ax = np.array([1.0, 8.0, 64.0, 4096.0])
-    other = ax if same_axis else np.array([1.0, 16.0, 128.0, 2048.0])
-    grids = [([ax], rng.normal(size=4)), ([other.copy()], rng.normal(size=4)), ([ax.copy()], rng.normal(size=4))]
+    ax = np.array([1.0, 8.0, 64.0, 4096.0]) if axes != "two points" else np.array([1.0, 512.0])
+    other = {"one object": ax, "equal copies": ax.copy(), "another axis": np.array([1.0, 16.0, 128.0, 2048.0]),
+             "two points": ax.copy()}[axes]
+    grids = [([ax], rng.normal(size=ax.size)), ([other], rng.normal(size=other.size)), ([ax], rng.normal(size=ax.size))]
     for n in (np.array([0.5, 1.0, 3.0, 64.0, 1000.0, 1e5]), np.float64(17.0)):
         want = np.stack([kernels._interp(*g, [n]) + np.zeros(np.shape(n)) for g in grids])
         assert np.allclose(_interp_rows(grids, n), want, rtol=1e-12, atol=0)
