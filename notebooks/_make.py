@@ -503,6 +503,19 @@ marlin = pm.prefill("gpt-oss-120b", "h200", sets={"impl.moe_backend": {
 default.assign(marlin_s=marlin.latency_s)[["context", "latency_s", "marlin_s"]]
 """),
     ("markdown", """
+vLLM 0.19's tables time gpt-oss's experts (vLLM's default kernel) at tp 1 and 2 only. At tp 4 and 8, each GPU's slice
+is a shape the tables lack. It is priced by the fixed part and slope of the measured tp siblings, t = a + b x over their
+ideal times x, not by carrying the nearest one's ratio over (docs/achievable.md, "MoE shapes the tables lack"). Held out
+one at a time, the tables' own 20,766 MoE shapes are priced within 10.4% this way and 19.5% the old way
+(`bench/moe_transfer.py`).
+"""),
+    ("code", """
+import pandas as pd
+kw2 = dict(context=1024, mode="achievable", weights_dtype="mxfp4", impl="vllm-0.19")
+steps = pd.concat([pm.decode("gpt-oss-120b", "h200", batch=[1, 64], tp=tp, **kw2).assign(tp=tp) for tp in (1, 2, 4, 8)])
+steps[["tp", "batch", "latency_s", "measured_share"]]
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
