@@ -17,10 +17,10 @@ MOE_DISTRIBUTION = "power_law_1.01"
 GDN_HEAD_DIM = 128
 # bytes per element of a table's dtype (the weights for GEMM and MoE, the cache for attention)
 _BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int4_wo": 0.5, "w4a16_mxfp4": 0.53125,
-          "nvfp4": 0.5625, "w4afp8": 0.5}
+          "w4a8_mxfp4_mxfp8": 0.53125, "nvfp4": 0.5625, "w4afp8": 0.5}
 # which datasheet peak a table dtype computes at
 _PEAK = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "bf16",
-         "w4a16_mxfp4": "bf16", "nvfp4": "fp4", "w4afp8": "fp8"}
+         "w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "nvfp4": "fp4", "w4afp8": "fp8"}
 
 
 def _interp_rows(grids: list, n: np.ndarray) -> np.ndarray:
@@ -120,26 +120,7 @@ class KernelSet:
         priced by the rest, is off by a median 10.4% this way (77% within 25%), 19.5% by the nearest's r (59%)
         (bench/moe_transfer.py). With fewer than two siblings, or a fit with a < 0 or b <= 0, the nearest's r."""
         h, inter, topk, E, tp, ep = shape
-        dts = [dtypes] if isinstance(dtypes, str) else list(dtypes)
-        tabs = {dt: (self.moe if backends is None else self.moe_by.get(backends.get(dt), {})).get(dt, {}) for dt in dts}
-        memo = ("moe", tuple(dts), tuple(shape), None if backends is None else tuple(sorted(backends.items())))
-        if memo in self._near:
-            best, sibs = self._near[memo]
-        else:
-            best, dist = None, math.inf
-            for dt in dts:
-                for kk in tabs[dt]:
-                    d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
-                         + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
-                    if d < dist - 1e-12:
-                        best, dist = (dt, kk), d
-            sibs = []
-            if best is not None and best[1] != tuple(shape):  # along the axis the query leaves the nearest by
-                base = [kk for kk in tabs[best[0]] if kk[:4] == best[1][:4]]
-                i = 5 if best[1][5] == ep else 4 if best[1][4] == tp else None  # the one held: ep, or tp
-                sibs = [kk for kk in base if i is not None and kk[i] == best[1][i]]
-                sibs = sibs if len(sibs) >= 2 else base
-            self._near[memo] = best, sibs
+        memo, tabs, best, sibs = self._moe_near(dtypes, shape, backends)
         if best is None:
             return None
         dt, kk = best
@@ -164,6 +145,37 @@ class KernelSet:
             return np.where(ok[i], fit[i], r)
         fit, ok = self._affine(hw, dt, kk, sibs, tabs[dt], shape, n)
         return np.where(ok, fit, r)
+
+    def moe_dtype(self, dtypes, shape: tuple, backends: dict | None = None) -> str | None:
+        """Which of `dtypes` the fused MoE kernel at `shape` is priced from (moe_ratio's nearest measured shape's
+        table), None without a table: its r is relative to that table's ideal, at that dtype's peak (_PEAK)."""
+        best = self._moe_near(dtypes, shape, backends)[2]
+        return None if best is None else best[0]
+
+    def _moe_near(self, dtypes, shape: tuple, backends: dict | None):
+        """(memo key, tables by dtype, (dtype, nearest measured shape) or None, its siblings): moe_ratio's search."""
+        h, inter, topk, E, tp, ep = shape
+        dts = [dtypes] if isinstance(dtypes, str) else list(dtypes)
+        tabs = {dt: (self.moe if backends is None else self.moe_by.get(backends.get(dt), {})).get(dt, {}) for dt in dts}
+        memo = ("moe", tuple(dts), tuple(shape), None if backends is None else tuple(sorted(backends.items())))
+        if memo in self._near:
+            best, sibs = self._near[memo]
+        else:
+            best, dist = None, math.inf
+            for dt in dts:
+                for kk in tabs[dt]:
+                    d = (abs(math.log(kk[0] / h)) + abs(math.log(kk[1] / inter)) + abs(math.log(kk[2] / topk))
+                         + abs(math.log(kk[3] / E)) + 4 * abs(math.log(kk[4] / tp)) + 4 * abs(math.log(kk[5] / ep)))
+                    if d < dist - 1e-12:
+                        best, dist = (dt, kk), d
+            sibs = []
+            if best is not None and best[1] != tuple(shape):  # along the axis the query leaves the nearest by
+                base = [kk for kk in tabs[best[0]] if kk[:4] == best[1][:4]]
+                i = 5 if best[1][5] == ep else 4 if best[1][4] == tp else None  # the one held: ep, or tp
+                sibs = [kk for kk in base if i is not None and kk[i] == best[1][i]]
+                sibs = sibs if len(sibs) >= 2 else base
+            self._near[memo] = best, sibs
+        return memo, tabs, best, sibs
 
     @staticmethod
     def _affine(hw, dt: str, kk: tuple, sibs: list, tab: dict, shape: tuple, n: np.ndarray):
@@ -253,6 +265,8 @@ class KernelSet:
                      ("allreduce", "allreduce"), ("alltoall", "alltoall"), ("alltoall_ep", "alltoall_ep")):
             if getattr(self, k):
                 out.append(f"{k} {self.versions.get(v, '')}".strip())
+            if k == "moe":  # the MoE formats whose shapes another engine's tables lent (kernels.FLASHINFER_W4A8)
+                out += [f"moe {dt} ({self.versions['moe ' + dt]})" for dt in sorted(self.moe) if "moe " + dt in self.versions]
         return out
 
 

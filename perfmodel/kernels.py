@@ -255,6 +255,7 @@ def _load_aic(hw, system: str, engine: str, version: str, exact: str = "") -> Ke
         _load_moe(ks, hw, _parquet(got[0] / "moe_perf.parquet"), engine, system)
         if engine == "vllm":
             _borrow_vllm_marlin(ks, hw, root, got[1], system)
+            _borrow_flashinfer_w4a8(ks, hw, root, system)
     got = _table_dir(root, "linear_attention", engine, version, "gdn_perf.parquet", exact=exact)
     if got:  # Gated DeltaNet: the conv (causal_conv1d_fn / _update) and the delta rule (chunked / recurrent)
         ks.versions["gdn"] = got[1]
@@ -364,6 +365,31 @@ def _borrow_vllm_marlin(ks: KernelSet, hw, root: Path, version: str, system: str
         if "MARLIN" in ks.moe_by:
             ks.versions["moe MARLIN"] = f"{v}, lent: {version} timed no Marlin MoE kernel"
             return
+
+
+# vLLM and SGLang run MXFP4 x MXFP8 experts through the same FlashInfer trtllm-gen kernel (trtllm_fp4_block_scale_moe;
+# vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1). AIConfigurator timed it at gpt-oss's shape in SGLang's tables
+# only; vLLM's time the kernel's MXFP4 x BF16 sibling there, within a median 1.6% of SGLang's timing of that sibling
+# (648 points per system on B200, B300, GB200 and GB300, p10-p90 0.96x-1.07x: bench/flashinfer_lend.py). So a vLLM
+# table takes the SGLang shapes it lacks of that kernel, its own shapes kept, and the footer says whose they are.
+FLASHINFER_W4A8 = ("w4a8_mxfp4_mxfp8", "sglang_flashinfer_trtllm_moe")
+
+
+def _borrow_flashinfer_w4a8(ks: KernelSet, hw, root: Path, system: str) -> None:
+    dt, src = FLASHINFER_W4A8
+    d = root / "moe" / "sglang"
+    for v in sorted((p.name for p in d.iterdir() if (p / "moe_perf.parquet").exists()), key=_vkey, reverse=True) \
+            if d.is_dir() else ():
+        df = _parquet(d / v / "moe_perf.parquet")
+        if "kernel_source" not in df or not ((df["kernel_source"] == src) & (df["moe_dtype"] == dt)).any():
+            continue
+        own = dict(ks.moe.get(dt, {}))
+        _load_moe(ks, hw, df[(df["kernel_source"] == src) & (df["moe_dtype"] == dt)], "sglang", system)
+        lent = len(ks.moe.get(dt, {})) - len(own)
+        ks.moe.get(dt, {}).update(own)
+        if lent > 0:
+            ks.versions[f"moe {dt}"] = f"{lent} shapes lent by sglang {v}: the same FlashInfer kernel"
+        return
 
 
 # Where AIConfigurator has no NVLink all-to-all table, a rack with the same NVLink switch fabric lends its own:
@@ -479,7 +505,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 19  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 20  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

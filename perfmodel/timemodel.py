@@ -427,24 +427,31 @@ def _measured_gemm(ks, op: Op, wf, af, hw: Hardware, moe_backend: str = ""):
         # the checkpoint's expert format, what TensorRT-LLM's AUTO backend choice reads: MXFP4 (gpt-oss) apart from
         # NVFP4, which share the fp4 family and, with fp4 activations, the nvfp4 tables
         fmt = ("w4a16_mxfp4" if wf.name.startswith("mxfp4") else "nvfp4") if dt == "w4a16_mxfp4" else dt
-        if dt == "w4a16_mxfp4" and af.peak == "fp4":
-            dt = "nvfp4"
         if dt is None:
             return None
         tokens, D, F, topk, E, tp, ep = op.moe
         # fp8 MoE checkpoints are block-scaled (DeepSeek-V3/R1, Qwen3 FP8, MiniMax-M2: config.json
         # quantization_config weight_block_size [128, 128]): fp8_block first, per-tensor fp8 where its shape is nearer
         dts = ["fp8_block", "fp8"] if dt == "fp8" else [dt]
+        if fmt == "w4a16_mxfp4" and af.peak in ("fp4", "fp8"):
+            # MXFP4 experts with 8- or 4-bit activations run MXFP4 x MXFP8 (W4A8): no engine pairs MXFP4 weights with
+            # FP4 activations. TensorRT-LLM's gpt-oss guide: Blackwell, "MXFP8 | MXFP4 | TRTLLM", its default;
+            # vLLM: VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (FlashInfer's trtllm-gen kernel). The W4A16 table where
+            # its shape is nearer (vLLM's tables time W4A8 only at DeepSeek-V4's shapes)
+            dts = ["w4a8_mxfp4_mxfp8", "w4a16_mxfp4"]
+        elif dt == "w4a16_mxfp4" and af.peak == "fp4":
+            dts = ["nvfp4"]
         from .kernels import _PEAK
         from .moe_backends import trtllm_auto_moe
 
         # a named backend runs the checkpoint's format (the first) and prices the nearer format's shape with it too
         be = (trtllm_auto_moe("fp8_block" if fmt == "fp8" else fmt, ks.system) if moe_backend == "AUTO" else
               moe_backend) if moe_backend else None
-        r = ks.moe_ratio(dts, (D, F, topk, E, tp, ep), tokens, None if be is None else dict.fromkeys(dts, be), hw)
+        shape, bes = (D, F, topk, E, tp, ep), None if be is None else dict.fromkeys(dts, be)
+        r = ks.moe_ratio(dts, shape, tokens, bes, hw)
         if r is None:
             return None
-
+        dt = ks.moe_dtype(dts, shape, bes)  # the table that priced it: r is relative to its ideal, at its peak
         return np.maximum(r, 1.0), hw.peak(_PEAK[dt]) if _PEAK[dt] in hw.peak_flops else hw.peak(af.peak)
     if np.any(np.asarray(inst) != 1.0):  # per-head or per-expert products: no dense GEMM table
         return None

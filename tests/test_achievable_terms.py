@@ -311,6 +311,9 @@ class Recorder:
     def moe_ratio(self, dts, shape, tokens, backends=None, hw=None):
         return self._answer("moe", dts if isinstance(dts, str) else tuple(dts), tuple(shape), tokens)
 
+    def moe_dtype(self, dts, shape, backends=None):  # the first table asked for answers (as at equal distance)
+        return dts if isinstance(dts, str) else list(dts)[0]
+
     def attn_ratio(self, phase, kvd, heads, B, L):
         return self._answer("attn", kvd, phase, tuple(heads), float(B), float(L))
 
@@ -394,6 +397,27 @@ def test_a_gemm_whose_weights_stay_in_16_bits_is_priced_from_the_16_bit_table_at
     rec = Recorder(1.4)
     assert _measured_gemm(rec, router, rf, a, H100) == (1.4, H100.peak("bf16"))
     assert [c[1] for c in rec.calls] == ["bfloat16"]
+
+
+@pytest.mark.parametrize("act, tables, peak", [
+    ("fp4", ("w4a8_mxfp4_mxfp8", "w4a16_mxfp4"), "fp8"),  # no MXFP4 x FP4 kernel: the engines run MXFP8 inputs
+    ("fp8", ("w4a8_mxfp4_mxfp8", "w4a16_mxfp4"), "fp8"),
+    ("bf16", ("w4a16_mxfp4",), "bf16"),
+])
+def test_mxfp4_experts_with_8_or_4_bit_activations_are_priced_from_the_mxfp4_by_mxfp8_kernel(act, tables, peak):
+    """gpt-oss's MXFP4 experts: with fp4 or fp8 activations the engines run FlashInfer's / TensorRT-LLM's MXFP4 x
+    MXFP8 kernel (W4A8), the MXFP4 x BF16 table where its shape is nearer; never the NVFP4 W4A4 tables of other
+    models' shapes. The ratio is to the ideal at the peak of the table that priced it."""
+    from perfmodel.timemodel import _measured_gemm
+
+    b200 = load_hardware("b200")
+    prec = Precision("nvfp4", act)
+    op = _first("moe", "gpt-oss-120b", prec=prec)
+    w, a = get_format(op.wfmt), prec.formats()[1]
+    assert w.name == "mxfp4"
+    rec = Recorder(1.6)
+    assert _measured_gemm(rec, op, w, a, b200) == (1.6, b200.peak(peak))
+    assert rec.calls[0][1] == tables
 
 
 def test_a_product_without_a_gemm_shape_or_with_several_instances_has_no_dense_table():

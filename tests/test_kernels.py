@@ -1090,6 +1090,66 @@ def test_a_version_that_timed_no_marlin_kernel_borrows_the_nearest_version_s_and
     assert float(own.moe_ratio("w4a16_mxfp4", shape, 64.0, {"w4a16_mxfp4": "MARLIN"})) == pytest.approx(8 * fast)
 
 
+def test_vllm_takes_the_flashinfer_mxfp8_shapes_it_lacks_from_sglang_s_newest_table_and_keeps_its_own(tmp_path,
+                                                                                                      monkeypatch):
+    """vLLM's 0.24.0 table times W4A8 only at one shape (x); SGLang 0.5.14 times FlashInfer's W4A8 kernel at gpt-oss's
+    shape and at x (at other times), and another kernel (its own label) at a third. vLLM gets gpt-oss's shape from
+    SGLang 0.5.14 (not the older 0.5.10), keeps its own x, takes nothing of the other label, and says what it lent.
+    SGLang's and TensorRT-LLM's loads lend nothing."""
+    pytest.importorskip("pyarrow")
+    oss, x, y = (2880, 2880, 4, 128, 1, 1), (4096, 2048, 6, 256, 1, 1), (7168, 3072, 6, 384, 1, 1)
+    d, dt, src = kernels.MOE_DISTRIBUTION, *kernels.FLASHINFER_W4A8
+    ns = (1, 64, 8192)
+    _moe_tree(tmp_path, [("vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular", dt, n, *x, d,
+                          0.1 * n ** 0.5) for n in ns], engine="vllm", version="0.24.0")
+    _moe_tree(tmp_path, [(src, dt, n, *oss, d, 0.2 * n ** 0.5) for n in ns]
+              + [(src, dt, n, *x, d, 0.3 * n ** 0.5) for n in ns]
+              + [("sglang_mxfp4_flashinfer_trtllm_moe", dt, n, *y, d, 0.4 * n ** 0.5) for n in ns],
+              engine="sglang", version="0.5.14")
+    _moe_tree(tmp_path, [(src, dt, n, *oss, d, 0.9 * n ** 0.5) for n in ns], engine="sglang", version="0.5.10")
+    monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
+    b200 = load_hardware("b200")
+    ks = kernels._load_aic(b200, "b200_sxm", "vllm", "0.24.0")
+    assert set(ks.moe[dt]) == {oss, x}
+    assert ks.versions["moe " + dt] == "1 shapes lent by sglang 0.5.14: the same FlashInfer kernel"
+    assert any(k.startswith("moe " + dt + " (1 shapes lent by sglang 0.5.14") for k in ks.kinds())
+    for shape, t in ((oss, 0.2), (x, 0.1)):  # SGLang 0.5.14's time at gpt-oss's shape, vLLM's own at x
+        r = float(ks.moe_ratio(dt, shape, 64.0))
+        assert r * float(kernels._ideal_moe(b200, dt, 64.0, *shape)) == pytest.approx(t * 8 * 1e-3, rel=1e-9)
+    for engine, version in (("sglang", "0.5.14"), ("trtllm", "1.3.0rc20")):
+        if engine == "trtllm":
+            _moe_tree(tmp_path, [("moe_torch_flow", dt, n, *x, d, 0.1 * n ** 0.5) for n in ns])
+        other = kernels._load_aic(b200, "b200_sxm", engine, version)
+        assert "moe " + dt not in other.versions and set(other.moe[dt]) == ({oss, x, y} if engine == "sglang" else {x})
+
+
+@needs_aic
+def test_gpt_oss_on_vllm_b200_prices_its_mxfp8_experts_from_the_lent_kernel_and_hopper_from_the_bf16_one():
+    """On B200 vLLM's own tables time gpt-oss's experts only as MXFP4 x BF16; with fp4 activations the MXFP4 x MXFP8
+    kernel SGLang timed at that shape prices them, at the fp8 peak, faster than the BF16 kernel once compute-bound
+    (a 4,096-token prefill). H200 has no MXFP8 kernel: the BF16 one, at the bf16 peak."""
+    from perfmodel.ops import MATMUL, Precision, build_ops
+    from perfmodel.timemodel import TimeModel
+
+    m = load_model("gpt-oss-120b")
+    for gpu, dt, peak in (("b200", "w4a8_mxfp4_mxfp8", "fp8"), ("h200", "w4a16_mxfp4", "bf16")):
+        hw = load_hardware(gpu)
+        tm = TimeModel.achievable(hw, load_impl("vllm-0.24"))
+        ks = tm.kernels_table
+        prec = Precision("nvfp4", "fp8")
+        op = next(o for o in build_ops(m, 1.0, 4096.0, 4096.0, "prefill", prec) if o.kind == MATMUL and o.moe)
+        M, D, F, topk, E, tp, ep = op.moe
+        shape = (D, F, topk, E, tp, ep)
+        assert ks.moe_dtype(["w4a8_mxfp4_mxfp8", "w4a16_mxfp4"], shape) == dt
+        t = float(tm.price([op], hw, prec)[0][2])
+        r = float(ks.moe_ratio(dt, shape, M, hw=hw))
+        assert t == pytest.approx(max(r, 1.0) * max(op.flops / hw.peak(peak), op.bytes / hw.memory_bandwidth), rel=1e-9)
+        if gpu == "b200":
+            assert "lent by sglang" in ks.versions["moe " + dt]
+            assert r * float(kernels._ideal_moe(hw, dt, M, *shape)) < float(ks.moe_ratio("w4a16_mxfp4", shape, M)) \
+                * float(kernels._ideal_moe(hw, "w4a16_mxfp4", M, *shape))
+
+
 def test_only_tensorrt_llm_s_tables_lose_an_untuned_fp4_kernel_and_sglang_names_no_backend(tmp_path, monkeypatch):
     """The untuned-fp4 rule answers TensorRT-LLM's collector (it never autotunes): a vLLM nvfp4 MoE table as slow as
     its bf16 one stands. SGLang cannot be told a MoE backend: a Marlin-labelled row of its tables is no MARLIN table."""
