@@ -506,7 +506,7 @@ default.assign(marlin_s=marlin.latency_s)[["context", "latency_s", "marlin_s"]]
 vLLM 0.19's tables time gpt-oss's experts (vLLM's default kernel) at tp 1 and 2 only. At tp 4 and 8, each GPU's slice
 is a shape the tables lack. It is priced by the fixed part and slope of the measured tp siblings, t = a + b x over their
 ideal times x, not by carrying the nearest one's ratio over (docs/achievable.md, "MoE shapes the tables lack"). Held out
-one at a time, the tables' own 20,766 MoE shapes are priced within 10.4% this way and 19.5% the old way
+one at a time, the tables' own 21,422 MoE shapes are priced within 10.4% this way and 20.0% the old way
 (`bench/moe_transfer.py`).
 """),
     ("code", """
@@ -514,6 +514,18 @@ import pandas as pd
 kw2 = dict(context=1024, mode="achievable", weights_dtype="mxfp4", impl="vllm-0.19")
 steps = pd.concat([pm.decode("gpt-oss-120b", "h200", batch=[1, 64], tp=tp, **kw2).assign(tp=tp) for tp in (1, 2, 4, 8)])
 steps[["tp", "batch", "latency_s", "measured_share"]]
+"""),
+    ("markdown", """
+On Blackwell the engines run gpt-oss's MXFP4 experts with MXFP8 activations (W4A8): TensorRT-LLM by default, vLLM
+with `VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`. With fp4 or fp8 activations the experts take that kernel's measured
+table; vLLM's own tables lack it at gpt-oss's shape and take SGLang's timing of the same FlashInfer kernel
+(docs/achievable.md, "MXFP4 experts with 8- or 4-bit activations"). With bf16 activations, the W4A16 kernel:
+"""),
+    ("code", """
+kw3 = dict(context=1536, mode="achievable", weights_dtype="mxfp4", kv_dtype="fp8", impl="vllm-0.24")
+w4 = pd.concat([pm.decode("gpt-oss-120b", "b200", batch=[4, 64], act_dtype=a, **kw3).assign(act=a) for a in ("fp4", "bf16")])
+assert (w4[w4.act == "fp4"].latency_s.values < w4[w4.act == "bf16"].latency_s.values).all()  # W4A8 beats W4A16
+w4[["act", "batch", "latency_s", "measured_share"]]
 """),
     ("markdown", """
 ## Capacity for a fleet, and what to launch

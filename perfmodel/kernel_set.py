@@ -116,8 +116,8 @@ class KernelSet:
         along the axis the query moves on: the nearest's ep held (tp varies), else its tp held, else all (vLLM's
         tables time an ep split at the ep-1 kernel's time). A fused MoE step is several kernels (routing, alignment,
         two GEMMs, the activation), whose fixed cost does not shrink with the per-GPU slice as r's transfer assumed.
-        Each of the 20,766 shapes of AIConfigurator's H100, H200, B200 and GB200 MoE tables, held out in turn and
-        priced by the rest, is off by a median 10.4% this way (77% within 25%), 19.5% by the nearest's r (59%)
+        Each of the 21,422 shapes of AIConfigurator's H100, H200, B200 and GB200 MoE tables, held out in turn and
+        priced by the rest, is off by a median 10.4% this way (77% within 25%), 20.0% by the nearest's r (58%)
         (bench/moe_transfer.py). With fewer than two siblings, or a fit with a < 0 or b <= 0, the nearest's r."""
         h, inter, topk, E, tp, ep = shape
         memo, tabs, best, sibs = self._moe_near(dtypes, shape, backends)
