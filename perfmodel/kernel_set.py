@@ -52,7 +52,7 @@ class KernelSet:
     system: str = ""  # AIConfigurator's system folder ("b200_sxm"), "" for a `perfmodel measure` results.csv
     mla_gen: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, keys], log r)
     mla_ctx: dict = field(default_factory=dict)  # kv dtype -> (axes [heads per device, B, tokens], log r)
-    allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds)
+    allreduce: dict = field(default_factory=dict)  # p -> (message bytes, seconds): the engine's all-reduce call
     alltoall: dict = field(default_factory=dict)  # (phase, hidden, topk, E, nodes) -> (tokens per rank, seconds)
     # TensorRT-LLM's NVLink all-to-all on a multi-node-NVLink rack (_load_nvlink_alltoall):
     # (phase, payload dtype, hidden, topk, E, ep) -> (tokens per rank, seconds)

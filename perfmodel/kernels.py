@@ -274,9 +274,10 @@ def _load_aic(hw, system: str, engine: str, version: str, exact: str = "") -> Ke
             graph = df["backend"].astype(str).str.contains("graph")
             df = df[graph] if graph.any() else df
         df = df[df["allreduce_dtype"].isin(["bfloat16", "float16"])]
-        for p, g in df.groupby("num_gpus"):
+        for p, g in df.groupby("num_gpus"):  # message_size counts 16-bit elements (the collector's input is a
+            # [size / 4096, 4096] tensor: collector/network/collect_all_reduce.py, get_input_shape_and_comm_size)
             g = g.groupby("message_size", as_index=False)["latency"].min().sort_values("message_size")
-            ks.allreduce[int(p)] = (g["message_size"].to_numpy(float), g["latency"].to_numpy(float) * 1e-3)
+            ks.allreduce[int(p)] = (2.0 * g["message_size"].to_numpy(float), g["latency"].to_numpy(float) * 1e-3)
     _load_alltoall(ks, root, engine, version, exact)
     if engine == "trtllm":
         _load_nvlink_alltoall(ks, root, version, exact)
@@ -505,7 +506,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 20  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 21  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

@@ -325,9 +325,16 @@ class TimeModel:
                     continue
                 t, sent, kind = self.collective(op, hw, lay)
                 if ks is not None and op.coll == "allreduce" and kind == "link":
+                    # the engine's own all-reduce call, timed over its whole range (it picks custom or NCCL by
+                    # size itself). On a switched NVLink platform (HGX, NVL72: its peers one hop apart, so the spec
+                    # lists one-shot) that is the platform's time, not undercut by the datasheet model's (whose B200
+                    # one-shot latency is NCCL 2.27's symmetric-memory kernel, which no engine profile here runs).
+                    # A PCIe card's table is one server's topology (P2P through a switch or the root complex):
+                    # there the faster of it and the model stands
                     tm_ = ks.allreduce_time(op.peers, op.msg)
                     if tm_ is not None:
-                        t, src = np.minimum(t, tm_), ks.source  # the engine picks its faster path
+                        switched = "oneshot" in (hw.link_algorithms or ())
+                        t, src = (tm_ + 0 * t if switched else np.minimum(t, tm_)), ks.source
                 elif ks is not None and op.coll == "alltoall" and op.moe is not None:
                     # the EP all-to-all runs in the engine's kernels: TensorRT-LLM's NVLink ones on a rack with
                     # multi-node NVLink (kernels._load_nvlink_alltoall), else DeepEP's: their measured time

@@ -447,8 +447,9 @@ def test_a_chunk_over_a_long_cache_grows_with_its_tokens_and_two_tokens_cost_at_
     """Continuity over a chunk's tokens: T new tokens after a cache of 8,192 - T, on 8 H200s with each engine's
     measured kernels. The context tables measure prompts with no prefix; looked up at L = T, a 2-token chunk took
     the ratio of a 2-token prompt (launch-bound) times its 8,192-key work: 2.3 s for DeepSeek, 30x a decode step,
-    and the step got faster as T grew. Now one row's step never falls by more than 6% from T to a larger T (the
-    tables' own noise and the GEMM shapes they measure) and T = 2 costs at most two T = 1 steps. SGLang runs a step
+    and the step got faster as T grew. Now one row's step never falls by more than 7% from T to a larger T (the
+    tables' own noise and the GEMM shapes they measure: the largest, 6.2%, is vLLM 0.24's measured Mixtral MoE kernel,
+    2,587 us over 32 layers at 48 tokens and 2,301 us at 64) and T = 2 costs at most two T = 1 steps. SGLang runs a step
     with a prompt outside its CUDA graphs (prefill_launch: a host floor of its ops' launches, tested on its own
     above): the law is on the priced kernels, so its profile runs here without that floor."""
     m, hw, ip = load_model(name), load_hardware("h200"), dataclasses.replace(load_impl(impl), prefill_launch=0.0)
@@ -458,7 +459,7 @@ def test_a_chunk_over_a_long_cache_grows_with_its_tokens_and_two_tokens_cost_at_
                                         mode="achievable", impl=ip)["latency_s"] for T in Ts])
         assert t[1] <= 2.0 * t[0], (kv, t[1] / t[0])
         later = np.minimum.accumulate(t[:0:-1])[::-1]  # the least of t(T') over T' >= T, for T >= 2
-        assert np.all(later[1:] >= 0.94 * t[1:-1]), (kv, float(np.min(later[1:] / t[1:-1])))
+        assert np.all(later[1:] >= 0.93 * t[1:-1]), (kv, float(np.min(later[1:] / t[1:-1])))
 
 
 def test_the_issue_cliff_is_now_what_a_16_row_block_explains():
