@@ -328,7 +328,7 @@ class TimeModel:
                     # the engine's own all-reduce call, timed over its whole range (it picks custom or NCCL by
                     # size itself). On a switched NVLink platform (HGX, NVL72: its peers one hop apart, so the spec
                     # lists one-shot) that is the platform's time, not undercut by the datasheet model's (whose B200
-                    # one-shot latency is NCCL 2.27's symmetric-memory kernel, which no engine profile here runs).
+                    # one-shot latency is NCCL 2.27's symmetric-memory kernel, 3 us; the engines' calls take 5-8 us).
                     # A PCIe card's table is one server's topology (P2P through a switch or the root complex):
                     # there the faster of it and the model stands
                     tm_ = ks.allreduce_time(op.peers, op.msg)
