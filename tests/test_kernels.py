@@ -1108,6 +1108,9 @@ def test_vllm_takes_the_flashinfer_mxfp8_shapes_it_lacks_from_sglang_s_newest_ta
               + [("sglang_mxfp4_flashinfer_trtllm_moe", dt, n, *y, d, 0.4 * n ** 0.5) for n in ns],
               engine="sglang", version="0.5.14")
     _moe_tree(tmp_path, [(src, dt, n, *oss, d, 0.9 * n ** 0.5) for n in ns], engine="sglang", version="0.5.10")
+    # a newer SGLang table that timed W4A8 with another kernel only lends nothing and is passed over
+    _moe_tree(tmp_path, [("sglang_mxfp4_flashinfer_trtllm_moe", dt, n, *oss, d, 0.7 * n ** 0.5) for n in ns],
+              engine="sglang", version="0.5.16")
     monkeypatch.setenv("PERFMODEL_AIC_DATA", str(tmp_path))
     b200 = load_hardware("b200")
     ks = kernels._load_aic(b200, "b200_sxm", "vllm", "0.24.0")
@@ -1117,6 +1120,13 @@ def test_vllm_takes_the_flashinfer_mxfp8_shapes_it_lacks_from_sglang_s_newest_ta
     for shape, t in ((oss, 0.2), (x, 0.1)):  # SGLang 0.5.14's time at gpt-oss's shape, vLLM's own at x
         r = float(ks.moe_ratio(dt, shape, 64.0))
         assert r * float(kernels._ideal_moe(b200, dt, 64.0, *shape)) == pytest.approx(t * 8 * 1e-3, rel=1e-9)
+    # a vLLM table that has every shape SGLang's has keeps its own and says nothing was lent
+    _moe_tree(tmp_path, [("vllm_x", dt, n, *shape, d, 0.1 * n ** 0.5) for n in ns for shape in (oss, x)],
+              engine="vllm", version="0.30.0")
+    full = kernels._load_aic(b200, "b200_sxm", "vllm", "0.30.0")
+    assert set(full.moe[dt]) == {oss, x} and "moe " + dt not in full.versions
+    r = float(full.moe_ratio(dt, oss, 64.0))  # its own time at gpt-oss's shape, not SGLang's
+    assert r * float(kernels._ideal_moe(b200, dt, 64.0, *oss)) == pytest.approx(0.1 * 8 * 1e-3, rel=1e-9)
     for engine, version in (("sglang", "0.5.14"), ("trtllm", "1.3.0rc20")):
         if engine == "trtllm":
             _moe_tree(tmp_path, [("moe_torch_flow", dt, n, *x, d, 0.1 * n ** 0.5) for n in ns])
