@@ -1199,3 +1199,25 @@ def test_gpt_oss_told_to_run_marlin_on_h200_prefills_about_twice_as_long_in_its_
     note = kernels_note(load_hardware("h200"), dataclasses.replace(load_impl("vllm-0.19"), moe_backend="MARLIN"))
     assert "MoE backend MARLIN" in note and "w4a16_mxfp4 MARLIN (tables of 0.24.0, lent" in note
     assert "bfloat16 MARLIN (not measured: datasheet)" in note
+
+
+@pytest.mark.parametrize("table, fmt", [("w4a16_mxfp4", "mxfp4"), ("w4a8_mxfp4_mxfp8", "mxfp4"), ("fp8", "fp8"),
+                                        ("bfloat16", "bf16")])
+def test_a_table_s_weight_bytes_are_its_format_s_bits_with_the_block_scales(table, fmt):
+    """The ideal time a table's r is relative to reads its weights at the bytes of their stored format: MXFP4 is 4
+    bits plus one 8-bit scale per 32 (4.25 bits, both the W4A16 and the W4A8 kernels' weights), fp8 and bf16 their
+    element size (formats.py)."""
+    from perfmodel.formats import get_format
+    from perfmodel.kernel_set import _BYTES
+
+    assert _BYTES[table] == pytest.approx(get_format(fmt).bits_per_element() / 8.0, rel=1e-12)
+
+
+def test_an_nvfp4_table_s_weights_are_4_5_bits_its_tensor_scale_aside():
+    """NVFP4: 4 bits plus one 8-bit scale per 16 elements (4.5 bits); the one FP32 scale per tensor is not per
+    element (formats.py)."""
+    from perfmodel.formats import get_format
+    from perfmodel.kernel_set import _BYTES
+
+    f = get_format("nvfp4")
+    assert _BYTES["nvfp4"] == pytest.approx((f.bits + f.scale_bits / f.group) / 8.0, rel=1e-12) == 0.5625
