@@ -379,13 +379,17 @@ FLASHINFER_W4A8 = ("w4a8_mxfp4_mxfp8", "sglang_flashinfer_trtllm_moe")
 def _borrow_flashinfer_w4a8(ks: KernelSet, hw, root: Path, system: str) -> None:
     dt, src = FLASHINFER_W4A8
     d = root / "moe" / "sglang"
-    for v in sorted((p.name for p in d.iterdir() if (p / "moe_perf.parquet").exists()), key=_vkey, reverse=True) \
-            if d.is_dir() else ():
+    if not d.is_dir():
+        return
+    for v in sorted((p.name for p in d.iterdir() if (p / "moe_perf.parquet").exists()), key=_vkey, reverse=True):
         df = _parquet(d / v / "moe_perf.parquet")
-        if "kernel_source" not in df or not ((df["kernel_source"] == src) & (df["moe_dtype"] == dt)).any():
+        if "kernel_source" not in df:
+            continue
+        df = df[(df["kernel_source"] == src) & (df["moe_dtype"] == dt)]
+        if df.empty:  # the newest SGLang table that timed this kernel lends
             continue
         own = dict(ks.moe.get(dt, {}))
-        _load_moe(ks, hw, df[(df["kernel_source"] == src) & (df["moe_dtype"] == dt)], "sglang", system)
+        _load_moe(ks, hw, df, "sglang", system)
         lent = len(ks.moe.get(dt, {})) - len(own)
         ks.moe.get(dt, {}).update(own)
         if lent > 0:

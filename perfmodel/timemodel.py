@@ -334,7 +334,7 @@ class TimeModel:
                     tm_ = ks.allreduce_time(op.peers, op.msg)
                     if tm_ is not None:
                         switched = "oneshot" in (hw.link_algorithms or ())
-                        t, src = (tm_ + 0 * t if switched else np.minimum(t, tm_)), ks.source
+                        t, src = (tm_ + 0.0 * t if switched else np.minimum(t, tm_)), ks.source  # shaped as t
                 elif ks is not None and op.coll == "alltoall" and op.moe is not None:
                     # the EP all-to-all runs in the engine's kernels: TensorRT-LLM's NVLink ones on a rack with
                     # multi-node NVLink (kernels._load_nvlink_alltoall), else DeepEP's: their measured time
