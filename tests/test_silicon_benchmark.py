@@ -210,7 +210,8 @@ def test_a_disagg_point_draws_its_prompts_in_both_stages_and_its_outputs_only_in
     pred = silicon.Predictor("roofline")
     r = pred(p)
     assert all(sp == 0.8 for _, sp, _ in calls)
-    assert calls[-2][0] == 1 and calls[-1][0] == 16 and calls[-1][2] == 10  # prefill stage, decode stage
+    answer = {o for o, _, prof in calls if prof == 10}  # the answer's simulations run the benchmark's rounds
+    assert answer == {1, 16} and calls[-1][0] == 16  # both stages, the decode stage last
     assert p["id"] == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759"
     assert bursts[-1] == {"profile": 10, "spread": 0.8, "slots": 16 * 4}  # max_batch_size 16 a rank, 4 ranks
     fixed = silicon.Predictor("roofline")(dict(p, spread=None, profile=silicon.PROFILE_ROUNDS))

@@ -11,7 +11,7 @@ import pytest
 
 from perfmodel.runconfig import Layout
 from perfmodel.errors import SpecError
-from perfmodel.serving import disagg, fastsim, silicon
+from perfmodel.serving import disagg, fastsim, silicon, silicon_disagg
 from perfmodel.serving.kvmemory import KVSizes
 
 _SERIAL = itertools.count(10_000)
@@ -241,15 +241,16 @@ def _point(N=20, Wp=2, Wd=3, isl=1000, osl=100):
 
 def test_a_disaggregated_point_adds_the_burst_the_transfer_and_the_decode_worker_s_first_token(monkeypatch):
     """TTFT = the prefill pool's mean over the phase (its burst of N / W_p prompts a worker first) + the transfer
-    + the decode worker's wait and first iteration; the pair serves the rate of its slower pool; the KV transfer
-    is priced on the deployment's W_p x 2 + W_d x 4 devices; the clients split as c_p W_p + c_d W_d."""
+    + the decode worker's wait and first iteration; the pair serves the rate where both pools' rates meet; the KV
+    transfer is priced on the deployment's W_p x 2 + W_d x 4 devices; the N clients split between the pools."""
     s = _Script(monkeypatch, [4], stage=0.2, pre_rate=9.0, dec_rate=5.0, est=(1.0, 1.0))
-    s.dec_rate = 2 * 4 / (0.2 + s.move) / 3  # the decode pool serves what the prefill pool does: no correction
+    s.dec_rate = 2 * 4 / (0.2 + s.move) / 3  # the decode pool serves what the prefill pool does at 4 a worker
     out = silicon.Predictor("roofline")(_point(N=20, Wp=2, Wd=3))
     assert out["ttft_s"] == pytest.approx(0.5 + 0.004 + 0.03, rel=1e-12)
-    assert out["tpot_s"] == 0.02 and out["preempted"] == 7 and out["transfer_s"] == 0.004
-    assert out["request_rate"] == pytest.approx(min(2 * 9.0, 3 * s.dec_rate), rel=1e-12)
-    assert out["prefill_clients"] == 8 and out["decode_clients"] == 12  # (20 - 8) / 3 = 4 a decode worker
+    assert out["tpot_s"] == pytest.approx(0.02, rel=1e-12) and out["preempted"] == 7 and out["transfer_s"] == 0.004
+    assert out["request_rate"] == pytest.approx(3 * s.dec_rate, rel=1e-6)  # not the prefill loop's own 2 x 9
+    assert out["prefill_clients"] == pytest.approx(8, rel=1e-6)  # 4 a prefill worker
+    assert out["decode_clients"] == pytest.approx(12, rel=1e-6)  # (20 - 8) / 3 = 4 a decode worker
     assert s.devices == [2 * 2 + 3 * 4]
     assert s.burst_n == [10]  # all 20 prompts at once: 10 a prefill worker
     assert s.split_args == [(1.0, 1.0)]
@@ -343,19 +344,101 @@ def test_a_prefill_worker_s_max_batch_size_bounds_the_prompts_an_iteration_holds
     assert pred.burst_mean(pre, 8, 1000, 0.0, profile=1, slots=2) == pytest.approx(2.5 * tau[2], rel=1e-9)
 
 
-def test_the_slower_pool_sets_the_rate_whichever_it_is(monkeypatch):
-    for pre_rate, dec_rate in ((9.0, 1.0), (1.0, 9.0)):
-        s = _Script(monkeypatch, [4], stage=0.2, pre_rate=pre_rate, dec_rate=dec_rate, est=(1.0, 1.0))
-        s.stage = 2 * 4 / (3 * dec_rate) - s.move  # the simulated rates agree at the first split
-        out = silicon.Predictor("roofline")(_point(N=20, Wp=2, Wd=3))
-        assert out["request_rate"] == pytest.approx(min(2 * pre_rate, 3 * dec_rate), rel=1e-12)
+class _Pools(_Script):
+    """Stand-in pools that fill up: a prefill worker runs `k_p` prompts at once in `stage` seconds (more wait
+    their turn: c clients take stage x max(1, c / k_p)); a decode worker has `k_d` places, each request holds one
+    for `first` + `T` seconds (a first iteration, then the decode; a client beyond the places waits, on average,
+    (c - k_d) / k_d x (first + T)). Rates are the closed loops' (Little's law: clients over time in the pool)."""
+
+    def __init__(self, monkeypatch, k_p, stage, k_d, T, first=0.01, move=0.004):
+        super().__init__(monkeypatch, [1], stage=stage, pre_rate=0.0, dec_rate=0.0, est=(1.0, 1.0), move=move)
+        self.k_p, self.k_d, self.T, self.first = k_p, k_d, T, first
+        self.burst = stage  # the burst's mean is the steady stage: TTFT below is the steady loop's
+        script = self
+
+        def closed(pred, inst, n, isl, osl, prefilled=False, **k):
+            script.closed_calls.append(dict(k, n=n, osl=osl, prefilled=prefilled))
+            if not prefilled:
+                t = script.stage * max(1.0, n / script.k_p)
+                return {"stage": t, "rate": n / t, "ttft_profile": t, "tpot_profile": 0.0}
+            hold = script.first + script.T  # a place is held from the first iteration to the last token
+            wait = max(0.0, n - script.k_d) / script.k_d * hold
+            return {"rate": n / (wait + hold), "ttft_profile": wait + script.first,
+                    "tpot_profile": script.T / 99, "preempted": 0}
+
+        monkeypatch.setattr(silicon.Predictor, "closed", closed)
 
 
-def test_a_decode_pool_with_no_clients_left_still_has_one_a_worker(monkeypatch):
-    s = _Script(monkeypatch, [4], stage=0.2, pre_rate=1.0, dec_rate=1.0, est=(1.0, 1.0))
-    s.dec_rate = 2 * 4 / (0.2 + s.move) / 3
-    out = silicon.Predictor("roofline")(_point(N=8, Wp=2, Wd=3))  # 4 x 2 prefill clients: all 8
-    assert out["decode_clients"] == 3 and [c["n"] for c in s.closed_calls if c["prefilled"]] == [1, 1]
+@pytest.mark.parametrize("N, Wp, Wd", [(11, 1, 9), (8, 2, 3), (5, 1, 4), (200, 2, 3), (1000, 3, 2), (40, 4, 1)])
+def test_the_clients_are_shared_between_the_pools_and_every_one_is_counted(monkeypatch, N, Wp, Wd):
+    """A closed loop of N clients holds N requests: prefill_clients + decode_clients = N (no client made up by
+    rounding, none lost), and at the answer both pools serve the same rate (the share where their rates cross)."""
+    s = _Pools(monkeypatch, k_p=2, stage=0.1, k_d=1, T=10.0)
+    out = silicon.Predictor("roofline")(_point(N=N, Wp=Wp, Wd=Wd))
+    assert out["prefill_clients"] + out["decode_clients"] == pytest.approx(N, rel=1e-12)
+    u_p, u_d = out["prefill_clients"] / Wp, out["decode_clients"] / Wd
+    x_p = Wp * u_p / (0.1 * max(1.0, u_p / 2) + s.move) if u_p <= 1 or float(u_p).is_integer() else None
+    if x_p is not None:  # at a whole share the rate is the stand-in's own
+        assert out["request_rate"] == pytest.approx(x_p, rel=1e-4)
+    assert out["request_rate"] <= Wd * 1 / (0.01 + 10.0) * (1 + 1e-9)  # never above the decode places' rate
+    assert 0 < u_p and 0 < u_d
+
+
+def test_a_full_decode_pool_makes_every_client_beyond_its_places_wait_in_ttft(monkeypatch):
+    """11 clients, one prefill worker (0.1 s a prompt, 4 ms transfer), 9 decode workers with one place each, 10 s of
+    decoding a request after a 10 ms first iteration (srt-slurm's c1_ctx1_gen9_tep8_batch1 recipe, H200 DeepSeek-R1
+    at concurrency 11, has this shape: measured TTFT 2.43 s). The pool serves X = 9 / 10.01 s; the prefill worker
+    holds X x 0.104 = 0.094 clients on average and the decode workers the other 10.906: 1.906 clients beyond their
+    9 places, who wait for one. In all TTFT = N / X - T: Little's law over the loop (every client's cycle is
+    N / X, of which T is the decode after the first token)."""
+    _Pools(monkeypatch, k_p=1, stage=0.1, k_d=1, T=10.0)
+    out = silicon.Predictor("roofline")(_point(N=11, Wp=1, Wd=9, osl=100))
+    X = 9 / 10.01
+    assert out["request_rate"] == pytest.approx(X, rel=1e-5)  # the bisection's bracket: 1e-6 clients
+    assert out["prefill_clients"] == pytest.approx(X * 0.104, rel=1e-4)
+    assert out["ttft_s"] == pytest.approx(11 / X - 10.0, rel=1e-5)
+    # the integer split alone (one client a prefill worker, round(10 / 9) = 1 a decode worker) counted 10 clients
+    # and no wait: 0.114 s
+
+
+def test_a_pool_s_worker_between_whole_clients_mixes_the_loops_around_it():
+    """u <= 1: the one-client loop the share u of the time (rate u x its rate, its quantities); 1 < u < GRID: the
+    loops at floor(u) and floor(u) + 1, shares 1 - w and w (w = u - floor(u)), quantities weighted by each one's
+    rate; at GRID and above, a grid 2^k apart (u = 41: the loops at 40 and 42, half each)."""
+    seen = []
+
+    def sim(c):
+        seen.append(c)
+        return {"t": float(c), "rate": 1.0 + c}
+
+    at = silicon.Predictor.pool(sim, lambda r, c: 2.0 * r["rate"])
+    x, f = at(0.25)
+    assert (x, f("t"), seen) == (0.25 * 2 * 2.0, 1.0, [1])
+    seen.clear()
+    x, f = at(2.25)
+    assert seen == [2, 3] and x == pytest.approx(0.75 * 6 + 0.25 * 8, rel=1e-12)
+    assert f("t") == pytest.approx((0.75 * 6 * 2 + 0.25 * 8 * 3) / x, rel=1e-12)
+    seen.clear()
+    at(3.0)
+    assert seen == [3]  # a whole share: one loop
+    seen.clear()
+    at(41.0)
+    assert seen == [40, 42] and silicon_disagg.GRID == 32
+    seen.clear()
+    at(204.0)
+    assert seen == [200, 208]  # in [128, 256) the grid is 2^3 apart: 16 cells an octave
+
+
+@pytest.mark.parametrize("c0", [1, 3, 7, 19])
+@pytest.mark.parametrize("root", [0.3, 2.5, 9.75, 19.9])
+def test_the_balance_finds_where_the_pools_rates_cross_from_either_side(c0, root):
+    """Prefill rate 2 u (it grows with its share), decode rate 2 (root) + (20 - u) - (20 - root) falls as the
+    prefill pool takes clients: they cross at u = root, whether the split's c0 is above or below it."""
+    N, Wp, Wd = 20, 1, 1
+    pre = lambda u: (2.0 * u, None)  # noqa: E731
+    dec = lambda u_d: (2.0 * root + u_d - (N - root), None)  # noqa: E731
+    got = silicon.Predictor.balance(N, Wp, Wd, c0, pre, dec)
+    assert got == pytest.approx(root, rel=1e-5)
 
 
 def test_the_split_is_corrected_by_what_the_simulations_served_until_the_pools_agree_within_5_percent(monkeypatch):
@@ -368,9 +451,9 @@ def test_the_split_is_corrected_by_what_the_simulations_served_until_the_pools_a
     want = [(1.0, 1.0), (2 * 4 / 0.204 / 16.0, x_d / 50.0), (2 * 5 / 0.204 / 16.0, x_d / 50.0)]
     assert len(s.split_args) == 3
     assert np.allclose(np.array(s.split_args), np.array(want), rtol=1e-12, atol=0)
-    quick = s.closed_calls[:-2]
-    assert len(quick) == 6 and all(c["warmup"] == 1 and c["rounds"] == 1 for c in quick)
-    assert "warmup" not in s.closed_calls[-1]  # the answer's simulations run the benchmark's rounds
+    quick, answer = s.closed_calls[:6], s.closed_calls[6:]
+    assert all(c["warmup"] == 1 and c["rounds"] == 1 for c in quick)
+    assert answer and all("warmup" not in c for c in answer)  # the answer's simulations run the benchmark's rounds
 
 
 @pytest.mark.parametrize("ratio, splits", [(1.0, 1), (1.049, 1), (0.953, 1), (1.052, 3), (0.95, 3), (3.0, 3)])

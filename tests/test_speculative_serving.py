@@ -134,9 +134,9 @@ def test_each_draft_count_of_the_table_is_the_number_its_setting_states_with_a_f
 
 @pytest.mark.parametrize("mode", ["roofline", pytest.param("achievable", marks=needs_aic)])
 def test_an_mtp_recipe_row_s_tpot_is_the_plain_one_times_the_iteration_ratio_over_the_tokens_a_step(sample_mtp, mode):
-    """The recipe ctx1_gen11_..._mtp3 (13 clients, 11 decode workers: one client each): with MTP the decode worker
+    """The recipe ctx1_gen11_..._mtp3 (13 clients, 11 decode workers of one place each): with MTP the decode worker
     emits E = 2.82 tokens an iteration that costs ratio(1) plain steps, so TPOT is the plain one x ratio(1) / E
-    (to the rounding of the iterations a request needs); the prefill stage and the transfer do not change. At the
+    (to the rounding of the iterations a request needs); the transfer does not change. At the
     roofline a 4-token verification of a MoE reads ~4x the experts of one token (ratio 2.5: MTP buys little); the
     measured kernels give ratio 1.3 (TPOT 14.4 ms to 6.6 ms; measured 5.5 ms)."""
     p = sample_mtp
@@ -145,9 +145,12 @@ def test_an_mtp_recipe_row_s_tpot_is_the_plain_one_times_the_iteration_ratio_ove
     with_mtp = pr(p)
     without = silicon.Predictor(mode)({**p, "speculative": "none", "mtp": None})
     spec = next(v for k, v in pr.insts.items() if k[0] == "mtp").cost
-    assert spec.E == silicon.MTP_TOKENS[3] == 2.82 and with_mtp["decode_clients"] == 11
+    assert spec.E == silicon.MTP_TOKENS[3] == 2.82
+    for out in (with_mtp, without):  # all 13 clients in the loop, most of them in the decode pool
+        assert out["prefill_clients"] + out["decode_clients"] == pytest.approx(13, rel=1e-12)
+        assert 11 < out["decode_clients"] < 13
     assert with_mtp["tpot_s"] / without["tpot_s"] == pytest.approx(spec.ratio(1) / spec.E, rel=0.01)
-    assert with_mtp["transfer_s"] == without["transfer_s"] and with_mtp["prefill_clients"] == without["prefill_clients"]
+    assert with_mtp["transfer_s"] == without["transfer_s"]
 
 
 @pytest.fixture(scope="module")

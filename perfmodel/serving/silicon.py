@@ -23,7 +23,9 @@ A point is predicted by the serving simulator on the op list's step cost, with t
 - disagg: W_p prefill workers and W_d decode workers. The N clients split between the two stages; each
   stage is a closed loop of its share (a prefill worker's requests end at their first token, plus the KV
   transfer; a decode worker's arrive prefilled), and the split is where both stages serve the same request
-  rate (Little's law per stage: N_p = X T_p, N_d = X T_d), found by bisection on the prefill stage's clients.
+  rate (Little's law per stage: N_p = X T_p, N_d = X T_d), found by bisection on the prefill stage's clients,
+  a real number: every client is counted, and a prefill pool that outruns the decode pool holds less than one
+  client a worker while the rest wait for a decode place (perfmodel.serving.silicon_disagg).
   TTFT = the prefill stage (queueing, prefill) + the transfer + the decode worker's wait for a place and its
   first iteration with the request (Dynamo streams every token from the decode worker: its design doc
   docs/design_docs/disagg_serving.md, "Router Orchestration"); TPOT = (last - first token) / (OSL - 1). The
@@ -77,19 +79,15 @@ from .silicon_plan import (  # noqa: F401 (re-exported)
     DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, BLOCK_FP8, weights_format, experts_format,
     checkpoint_pins, NVFP4_KEPT,
     budget, worker_budget, worker_cap, _ranks, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int,
-    _num, agg_parallel, agg_speculative, MTP_PRICED,
+    _num, agg_parallel, agg_speculative, MTP_PRICED, PROFILE_ROUNDS, spread_lengths,
 )
+from .silicon_disagg import Disaggregated
 
 MODES = ("roofline", "achievable")
 BANDS = ((1, 4, "1-4"), (5, 32, "5-32"), (33, 128, "33-128"), (129, 512, "129-512"), (513, math.inf, ">512"))
 
 
 # ---------------------------------------------------------------- one point
-# AIPerf measures 20 N requests (AIConfigurator's bench_run.sh.j2: --num-requests 20 N) and starts them only once
-# every warm-up response is back ("By default, AIPerf waits indefinitely for all warmup responses before starting
-# profiling": AIPerf docs, tutorials/warmup.md): the profiling phase opens on an empty server with N prompts
-# sent at once, and its last requests run while the clients stop sending
-PROFILE_ROUNDS = 20
 
 
 def profile_mean(x, n: int, warmup: int, rounds: int, profile: int = PROFILE_ROUNDS) -> float:
@@ -121,20 +119,12 @@ def _mean(v: np.ndarray) -> float:
     return float(np.mean(v)) if ok.all() else (float(np.mean(v[ok])) if ok.any() else 0.0)
 
 
-def spread_lengths(L: int, ratio: float, n: int, seed: int) -> np.ndarray:
-    """n lengths evenly spaced over the integers int(L x ratio) ... L (the range benchmark_serving.py draws each
-    random request's length from, uniformly), in an order shuffled with `seed`: their mean is the range's."""
-    lo = int(L * ratio)
-    x = lo + np.floor((L - lo + 1) * (np.arange(n) + 0.5) / n).astype(np.int64)
-    return np.random.default_rng(seed).permutation(x)
-
-
 # instances a Predictor keeps (the points are batched by model, device, precision and layout, so a group's
 # instances are reused together; all of them kept grew a validation worker by ~0.4 GB a minute, to the OOM killer)
 MAX_INSTANCES = 8  # mutation: equivalent - a memory bound, a dropped instance is rebuilt the same
 
 
-class Predictor:
+class Predictor(Disaggregated):
     """Predicts planned points, caching instances (per model, device, precision, layout, mode) and results (per
     workload), so that rows differing only in backend version or measured values are simulated once."""
 
@@ -287,61 +277,6 @@ class Predictor:
                 "request_rate": r["rate"],
                 "preempted": r["preempted"]}
 
-    def disagg(self, p: dict) -> dict:
-        from .disagg import Transfer
-
-        pre = self.instance(p, p["layout"], worker_budget(p, p["layout"], "prefill"), p.get("prefill_moe_backend", ""))
-        dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"], "decode"),
-                            p.get("decode_moe_backend", ""))
-        N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
-        tkey = (pre.serial, dec.serial)
-        tr = self.transfers.get(tkey)
-        if tr is None:
-            devices = pre.lay.devices * Wp + dec.lay.devices * Wd
-            tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
-                                                 self.impl_for(p.get("engine", ""), "", p.get("engine_version", "")))
-        move = float(tr(np.array([isl]))[0])
-        tokens = osl
-        # a request's drafts count against the decode worker's max_num_tokens whether or not their speedup is priced
-        drafts = int(p["mtp"]) if p.get("speculative") == "mtp" and p.get("mtp") else 0
-        ahead = self.ahead(p)  # the decode worker's overlap scheduler (the prefill worker's: not simulated)
-        if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
-            dec = self.speculative(dec, int(p["mtp"]), isl, osl)
-            osl = dec.cost.steps()
-        slots = self.no_evict(dec, isl, tokens, p["engine"])  # the MTP module's memory included
-        cap = worker_cap(p, p["decode_layout"], "decode", 1 + drafts)  # the configuration's limits (disagg_limits)
-        slots = slots if cap is None else min(slots, cap)
-        pslots = worker_cap(p, p["layout"], "prefill")  # prompts a prefill worker batches (its max_batch_size)
-        # the benchmark's requests (sa-bench: 10 N measured, lengths drawn from [0.8 L, L]); speculative steps are
-        # simulated at one length (agg's rule)
-        bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=None if osl != tokens else p.get("spread"))
-        f_p = f_d = 1.0
-        quick = dict(warmup=1, rounds=1, spread=bench["spread"])  # the split's search: one warm-up and one
-        # measured request per client
-        for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
-            c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d, pslots)
-            c_d = max(1, round((N - c_p * Wp) / Wd))
-            a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **quick)
-            b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **quick)
-                 if osl > 1 else None)
-            x_p, x_d = Wp * c_p / (a["stage"] + move), (Wd * b["rate"] if b else math.inf)
-            if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
-                break
-            est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d, pslots)
-            f_p, f_d = x_p / est_p, x_d / est_d
-        # the answer: the configured warm-up and rounds
-        a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)
-        b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **bench)
-             if osl > 1 else None)
-        # the benchmark's phase opens with all N prompts sent at once to an empty server: every one of them is in the
-        # prefill pool's first round (N / W_p a worker), not the share c_p the pools hold once the loop is steady
-        t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"], slots=pslots, **bench) + move
-        return {"ttft_s": t_p + (b["ttft_profile"] if b else 0.0), "tpot_s": b["tpot_profile"] if b else math.nan,
-                "in_flight": math.nan,
-                "request_rate": min(Wp * a["rate"], Wd * b["rate"] if b else math.inf),
-                "preempted": (b or {}).get("preempted", 0), "transfer_s": move, "prefill_clients": c_p * Wp,
-                "decode_clients": c_d * Wd}
-
     def ahead(self, p: dict) -> bool:
         """Whether the point's engine forms step k + 1 while step k runs (its profile's overlap_schedule, fastsim.run's
         ahead): not SGLang with speculative decoding, which turns it off without spec v2 (sglang-0.5.yaml)."""
@@ -377,64 +312,6 @@ class Predictor:
     def _evict(self) -> None:
         while len(self.insts) > MAX_INSTANCES:  # each holds a step memo of up to ~150 MB: keep the recent ones
             self.insts.popitem(last=False)  # mutation: equivalent - which instance goes only decides what is rebuilt
-
-    def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS,
-                   spread: float | None = None, slots: int | None = None) -> float:
-        """A prefill worker's mean stage time over the benchmark's phase of `profile` rounds: the first round is the
-        burst (n prompts at once on an empty worker, whole prompts in FIFO iterations, at most `slots` of them an
-        iteration; spread: their lengths as closed's), the other rounds take the steady loop's mean `steady`."""
-        key = ("burst", inst.serial, n, isl, spread, slots)
-        b = self.results.get(key)
-        if b is None:
-            P = np.full(n, isl, dtype=np.int64) if spread is None else spread_lengths(isl, spread, n, 3)
-            s = fastsim.run(np.zeros(n), P, np.ones(n, dtype=np.int64), inst.sizes, inst.cost, slots, inst.budget,
-                            "separate", inst.block)
-            b = self.results[key] = float(np.mean(s["done"]))  # sent at 0: each one's stage time
-        return (b + (profile - 1) * steady) / profile
-
-    @staticmethod
-    def rates(pre: Instance, dec: Instance, Wp: int, Wd: int, isl: int, osl: int, move: float, slots, c_p, c_d,
-              pslots=None):
-        """The stages' request rates from their step costs (split's estimates) at c_p and c_d clients per worker;
-        pslots: the prompts a prefill iteration holds at most (its max_batch_size), slots: the decode worker's."""
-        per = max(1, min(int(pre.budget) // max(isl, 1), pslots or math.inf))
-        cap = int(dec.sizes.capacity // (-(-(isl + osl) // dec.block) * dec.block * dec.sizes.per_token
-                                         + dec.sizes.per_seq))
-        cap = max(1, min(cap, slots) if slots else cap)
-        k = min(c_p, per)
-        tau = pre.step(np.full(k, isl), np.full(k, isl))
-        xp = Wp * min(c_p / (c_p / k * tau + move), k / tau)
-        if osl <= 1:
-            return xp, math.inf
-        r = min(c_d, cap)
-        tau = dec.step(np.ones(r, dtype=np.int64), np.full(r, isl + osl // 2))
-        return xp, Wd * r / ((osl - 1) * tau)
-
-    @classmethod
-    def split(cls, pre: Instance, dec: Instance, N: int, Wp: int, Wd: int, isl: int, osl: int, move: float, slots,
-              f_p: float, f_d: float, pslots=None) -> int:
-        """Clients per prefill worker where both stages serve the same request rate, from their step costs: a
-        prefill worker with c clients runs iterations of k = min(c, budget // isl) whole prompts, serving
-        k / tau_p(k) requests per second (each client also waits the transfer); a decode worker with c clients
-        runs c rows (at most what its KV cache or scheduler holds) at the mean context isl + osl / 2, serving
-        c / ((osl - 1) tau_d(c)). f_p and f_d scale the two estimates (simulated over estimated rate at the last
-        split). The bisection is on step costs only; the stages are then simulated there."""
-        def x_p(c):
-            return f_p * cls.rates(pre, dec, Wp, Wd, isl, 1, move, slots, c, 1, pslots)[0]
-
-        def x_d(c):
-            return f_d * cls.rates(pre, dec, Wp, Wd, isl, osl, move, slots, 1, c)[1]
-
-        lo, hi = 1, max(1, (N - Wd) // Wp)
-        if x_p(hi) <= x_d(max(1, round((N - hi * Wp) / Wd))):
-            return hi
-        while hi - lo > 1:  # x_p grows with its clients, x_d falls as they leave the decode stage
-            mid = (lo + hi) // 2
-            if x_p(mid) < x_d(max(1, round((N - mid * Wp) / Wd))):
-                lo = mid
-            else:
-                hi = mid
-        return lo
 
     def __call__(self, p: dict) -> dict:
         return self.agg(p) if "decode_layout" not in p else self.disagg(p)

@@ -449,3 +449,18 @@ def worker_cap(p: dict, lay: Layout, pool: str, row_tokens: int = 1) -> int | No
     if not caps:
         return None
     return min(caps) * _ranks(p, lay)
+
+
+# AIPerf measures 20 N requests (AIConfigurator's bench_run.sh.j2: --num-requests 20 N) and starts them only once
+# every warm-up response is back ("By default, AIPerf waits indefinitely for all warmup responses before starting
+# profiling": AIPerf docs, tutorials/warmup.md): the profiling phase opens on an empty server with N prompts
+# sent at once, and its last requests run while the clients stop sending
+PROFILE_ROUNDS = 20
+
+
+def spread_lengths(L: int, ratio: float, n: int, seed: int) -> np.ndarray:
+    """n lengths evenly spaced over the integers int(L x ratio) ... L (the range benchmark_serving.py draws each
+    random request's length from, uniformly), in an order shuffled with `seed`: their mean is the range's."""
+    lo = int(L * ratio)
+    x = lo + np.floor((L - lo + 1) * (np.arange(n) + 0.5) / n).astype(np.int64)
+    return np.random.default_rng(seed).permutation(x)

@@ -1,0 +1,212 @@
+"""The serving validation's disaggregated point (silicon.Predictor's disagg, and the split it searches): W_p
+prefill workers and W_d decode workers in one closed loop of N clients (perfmodel.serving.silicon's docstring
+gives the benchmark).
+
+Each client's request passes through the prefill pool (its prompt, then the KV transfer) and then the decode pool.
+In the steady loop both pools serve the same request rate X, and the N clients are shared between them:
+N = N_p + N_d with X = x_p(N_p) = x_d(N_d) (Little's law per pool). A pool's clients are a real number: a
+prefill pool that outruns the decode pool holds fewer clients than it has workers (each worker is busy part of
+the time), and the decode workers hold the rest, floor(u) or floor(u) + 1 of them a worker (Dynamo's router
+sends a request to a worker with room). The search:
+- split: the integer share c_p of clients a prefill worker holds where the pools' rates from step costs cross,
+  corrected by what quick simulations served there (up to three tries);
+- balance: from c_p, the real share u_p where the simulated pools' rates cross (bisection); a pool's worker with
+  u clients on average is the simulations at the whole numbers around u mixed (Disaggregated.pool): below one
+  client, the one client's loop for the share u of the time.
+A pool of W_d decode workers with u_d = (N - W_p u_p) / W_d clients each then gives the wait for a place and
+TPOT; the prefill pool's stage time (its burst first) and the transfer complete TTFT.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import fastsim
+from .silicon_plan import PROFILE_ROUNDS, spread_lengths, worker_budget, worker_cap
+
+if TYPE_CHECKING:
+    from .slo import Instance
+
+# a pool's worker with u clients on average is simulated at whole numbers of clients 1 apart up to GRID, then on a
+# grid 2^k apart with at most GRID / 2 cells an octave (a client's share of the rate is then below 1/16 anyway)
+GRID = 32
+BALANCE_TOL = 1e-6  # the bisection's bracket, in clients a prefill worker (relative above one client)
+
+
+class Disaggregated:
+    """silicon.Predictor's disaggregated point (mixed into it: uses its instance, closed, transfers, ahead,
+    mtp_priced, speculative, no_evict)."""
+
+    def disagg(self, p: dict) -> dict:
+        from .disagg import Transfer
+
+        pre = self.instance(p, p["layout"], worker_budget(p, p["layout"], "prefill"), p.get("prefill_moe_backend", ""))
+        dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"], "decode"),
+                            p.get("decode_moe_backend", ""))
+        N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
+        tkey = (pre.serial, dec.serial)
+        tr = self.transfers.get(tkey)
+        if tr is None:
+            devices = pre.lay.devices * Wp + dec.lay.devices * Wd
+            tr = self.transfers[tkey] = Transfer(pre.model, pre.hw, pre.prec, pre.lay, dec.lay, devices, self.mode,
+                                                 self.impl_for(p.get("engine", ""), "", p.get("engine_version", "")))
+        move = float(tr(np.array([isl]))[0])
+        tokens = osl
+        # a request's drafts count against the decode worker's max_num_tokens whether or not their speedup is priced
+        drafts = int(p["mtp"]) if p.get("speculative") == "mtp" and p.get("mtp") else 0
+        ahead = self.ahead(p)  # the decode worker's overlap scheduler (the prefill worker's: not simulated)
+        if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
+            dec = self.speculative(dec, int(p["mtp"]), isl, osl)
+            osl = dec.cost.steps()
+        slots = self.no_evict(dec, isl, tokens, p["engine"])  # the MTP module's memory included
+        cap = worker_cap(p, p["decode_layout"], "decode", 1 + drafts)  # the configuration's limits (disagg_limits)
+        slots = slots if cap is None else min(slots, cap)
+        pslots = worker_cap(p, p["layout"], "prefill")  # prompts a prefill worker batches (its max_batch_size)
+        # the benchmark's requests (sa-bench: 10 N measured, lengths drawn from [0.8 L, L]); speculative steps are
+        # simulated at one length (agg's rule)
+        bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=None if osl != tokens else p.get("spread"))
+        f_p = f_d = 1.0
+        quick = dict(warmup=1, rounds=1, spread=bench["spread"])  # the split's search: one warm-up and one
+        # measured request per client
+        for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
+            c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d, pslots)
+            c_d = max(1, round((N - c_p * Wp) / Wd))
+            a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **quick)
+            b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **quick)
+                 if osl > 1 else None)
+            x_p, x_d = Wp * c_p / (a["stage"] + move), (Wd * b["rate"] if b else math.inf)
+            if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
+                break
+            est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d, pslots)
+            f_p, f_d = x_p / est_p, x_d / est_d
+        if b is None:  # a one-token output: the prefill pool holds every client it can
+            a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)
+            t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"], slots=pslots, **bench) + move
+            return {"ttft_s": t_p, "tpot_s": math.nan, "in_flight": math.nan, "request_rate": Wp * a["rate"],
+                    "preempted": 0, "transfer_s": move, "prefill_clients": c_p * Wp, "decode_clients": 0}
+        # the answer: the configured warm-up and rounds, at the real share where the pools' rates cross
+        prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
+                            lambda r, c: Wp * c / (r["stage"] + move))  # each client also waits the transfer
+        decode = self.pool(lambda c: self.closed(dec, c, isl, osl, prefilled=True, slots=slots, tokens=tokens,
+                                                 ahead=ahead, **bench), lambda r, c: Wd * r["rate"])
+        u_p = self.balance(N, Wp, Wd, c_p, prefill, decode)
+        x_p, f_p = prefill(u_p)
+        x_d, f_d = decode((N - Wp * u_p) / Wd)
+        # the benchmark's phase opens with all N prompts sent at once to an empty server: every one of them is in the
+        # prefill pool's first round (N / W_p a worker), not the share the pools hold once the loop is steady
+        t_p = self.burst_mean(pre, -(-N // Wp), isl, f_p("stage"), slots=pslots, **bench) + move
+        return {"ttft_s": t_p + f_d("ttft_profile"), "tpot_s": f_d("tpot_profile"), "in_flight": math.nan,
+                "request_rate": min(x_p, x_d), "preempted": round(f_d("preempted")), "transfer_s": move,
+                "prefill_clients": Wp * u_p, "decode_clients": N - Wp * u_p}
+
+    @staticmethod
+    def pool(sim, rate):
+        """A pool whose worker holds u clients on average (u real, > 0): u -> (the pool's requests a second, the
+        mean of a simulated quantity over its requests). sim(c): one worker's closed loop of c clients; rate(r, c):
+        the pool's rate from it. Below one client: the one client's loop the share u of the time (rate u x its
+        rate, its times). Above: the workers hold the whole numbers lo or lo + h around u (h = 1 up to GRID, then
+        2^k: grid), the shares mixed so that the mean clients is u; a quantity is weighted by each one's rate."""
+        def at(u: float):
+            if u <= 1.0:
+                cells = [(1, u)]
+            else:
+                h = 1 if u < GRID else 2 ** int(math.log2(u * 2 / GRID))
+                lo = int(u // h) * h
+                w = (u - lo) / h
+                cells = [(c, f) for c, f in ((lo, 1.0 - w), (lo + h, w)) if f > 0.0]
+            runs = [(sim(c), c, f) for c, f in cells]
+            xs = [f * rate(r, c) for r, c, f in runs]
+            x = sum(xs)
+            return x, lambda k: sum(xi * float(r[k]) for xi, (r, _, _) in zip(xs, runs)) / x
+        return at
+
+    @staticmethod
+    def balance(N: int, Wp: int, Wd: int, c0: int, prefill, decode) -> float:
+        """The real share u_p of the N clients a prefill worker holds where the pools serve the same rate:
+        prefill(u_p) = decode((N - W_p u_p) / W_d) (pool's rates; the prefill pool's grows with its share, the
+        decode pool's falls). The bracket is found from the split's c0 in steps that double, then bisected."""
+        top = N / Wp  # every client in the prefill pool: the decode pool serves nothing
+
+        def gap(u):
+            return prefill(u)[0] - decode((N - Wp * u) / Wd)[0]
+
+        u = min(float(c0), top * (1.0 - BALANCE_TOL))
+        lo, hi, k = (None, u, 1.0) if gap(u) > 0.0 else (u, None, 1.0)
+        while lo is None or hi is None:  # gap(0) < 0 < gap(top): both ends hold a bracket
+            v = max(0.0, u - k) if lo is None else min(top, u + k)
+            if v <= 0.0:
+                lo = 0.0
+            elif v >= top:
+                hi = top
+            elif gap(v) > 0.0:
+                hi = v
+            else:
+                lo = v
+            k *= 2.0
+        while hi - lo > BALANCE_TOL * max(1.0, hi):
+            mid = 0.5 * (lo + hi)
+            if gap(mid) > 0.0:
+                hi = mid
+            else:
+                lo = mid
+        return 0.5 * (lo + hi)
+
+    def burst_mean(self, inst: Instance, n: int, isl: int, steady: float, profile: int = PROFILE_ROUNDS,
+                   spread: float | None = None, slots: int | None = None) -> float:
+        """A prefill worker's mean stage time over the benchmark's phase of `profile` rounds: the first round is the
+        burst (n prompts at once on an empty worker, whole prompts in FIFO iterations, at most `slots` of them an
+        iteration; spread: their lengths as closed's), the other rounds take the steady loop's mean `steady`."""
+        key = ("burst", inst.serial, n, isl, spread, slots)
+        b = self.results.get(key)
+        if b is None:
+            P = np.full(n, isl, dtype=np.int64) if spread is None else spread_lengths(isl, spread, n, 3)
+            s = fastsim.run(np.zeros(n), P, np.ones(n, dtype=np.int64), inst.sizes, inst.cost, slots, inst.budget,
+                            "separate", inst.block)
+            b = self.results[key] = float(np.mean(s["done"]))  # sent at 0: each one's stage time
+        return (b + (profile - 1) * steady) / profile
+
+    @staticmethod
+    def rates(pre: Instance, dec: Instance, Wp: int, Wd: int, isl: int, osl: int, move: float, slots, c_p, c_d,
+              pslots=None):
+        """The stages' request rates from their step costs (split's estimates) at c_p and c_d clients per worker;
+        pslots: the prompts a prefill iteration holds at most (its max_batch_size), slots: the decode worker's."""
+        per = max(1, min(int(pre.budget) // max(isl, 1), pslots or math.inf))
+        cap = int(dec.sizes.capacity // (-(-(isl + osl) // dec.block) * dec.block * dec.sizes.per_token
+                                         + dec.sizes.per_seq))
+        cap = max(1, min(cap, slots) if slots else cap)
+        k = min(c_p, per)
+        tau = pre.step(np.full(k, isl), np.full(k, isl))
+        xp = Wp * min(c_p / (c_p / k * tau + move), k / tau)
+        if osl <= 1:
+            return xp, math.inf
+        r = min(c_d, cap)
+        tau = dec.step(np.ones(r, dtype=np.int64), np.full(r, isl + osl // 2))
+        return xp, Wd * r / ((osl - 1) * tau)
+
+    @classmethod
+    def split(cls, pre: Instance, dec: Instance, N: int, Wp: int, Wd: int, isl: int, osl: int, move: float, slots,
+              f_p: float, f_d: float, pslots=None) -> int:
+        """Clients per prefill worker where both stages serve the same request rate, from their step costs: a
+        prefill worker with c clients runs iterations of k = min(c, budget // isl) whole prompts, serving
+        k / tau_p(k) requests per second (each client also waits the transfer); a decode worker with c clients
+        runs c rows (at most what its KV cache or scheduler holds) at the mean context isl + osl / 2, serving
+        c / ((osl - 1) tau_d(c)). f_p and f_d scale the two estimates (simulated over estimated rate at the last
+        split). The bisection is on step costs only; the stages are then simulated there."""
+        def x_p(c):
+            return f_p * cls.rates(pre, dec, Wp, Wd, isl, 1, move, slots, c, 1, pslots)[0]
+
+        def x_d(c):
+            return f_d * cls.rates(pre, dec, Wp, Wd, isl, osl, move, slots, 1, c)[1]
+
+        lo, hi = 1, max(1, (N - Wd) // Wp)
+        if x_p(hi) <= x_d(max(1, round((N - hi * Wp) / Wd))):
+            return hi
+        while hi - lo > 1:  # x_p grows with its clients, x_d falls as they leave the decode stage
+            mid = (lo + hi) // 2
+            if x_p(mid) < x_d(max(1, round((N - mid * Wp) / Wd))):
+                lo = mid
+            else:
+                hi = mid
+        return lo
