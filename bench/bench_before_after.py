@@ -28,7 +28,27 @@ COMMANDS = [
     ["serve-sim", "-m", "llama-3.1-8b", "--concurrency", "32", "--policy", "continuous", "--prompt-len",
      "uniform:512,4096", "--output-len", "256", "--token-budget", "8192", "--mode", "achievable", "--impl",
      "trtllm-1.3"],
+    # 12 disaggregated serving rows (DeepSeek-R1 on H200 under TensorRT-LLM: the recipes' prefill and decode pools),
+    # written to {tmp} from the shipped sample by disagg_sample()
+    ["validate", "--serving", "--sample", "{tmp}/disagg12.csv", "--mode", "achievable", "--jobs", "1", "-o",
+     "{tmp}/disagg12-out.csv"],
 ]
+DISAGG_IDS = "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_disagg_1024x1024_c"
+
+
+def disagg_sample(tmp: str) -> None:
+    """The first 12 rows of the shipped silicon sample whose id starts with DISAGG_IDS, as a sample of their own."""
+    import csv
+
+    src = ROOT / "perfmodel" / "measure" / "data" / "aiconfigurator" / "silicon_sample.csv"
+    with open(src, newline="", encoding="utf-8") as f:
+        r = csv.DictReader(f)
+        rows = [row for row in r if row["id"].startswith(DISAGG_IDS)][:12]
+        fields = r.fieldnames
+    with open(os.path.join(tmp, "disagg12.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
 
 
 def one(tree: Path, cmd: list, tmp: str) -> float:
@@ -50,6 +70,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}")
     print("| command | before | after |\n|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
+        disagg_sample(tmp)
         for cmd in COMMANDS:
             t = {a.before: [], ROOT: []}
             for _ in range(a.runs):
