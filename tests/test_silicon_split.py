@@ -429,16 +429,60 @@ def test_a_pool_s_worker_between_whole_clients_mixes_the_loops_around_it():
     assert seen == [200, 208]  # in [128, 256) the grid is 2^3 apart: 16 cells an octave
 
 
+def _linear_pools(N, Wp, Wd, root, scale):
+    """Pools whose rates cross at u_p = root: the prefill pool serves scale x W_p u (it grows with its share), the
+    decode pool scale x W_d u_d x c (c so that they meet at root), and neither is ever asked about a negative share
+    (a pool cannot hold fewer than no clients)."""
+    c = Wp * root / (Wd * (N - Wp * root) / Wd)
+
+    def pre(u):
+        assert 0.0 <= u <= N / Wp, u
+        return scale * Wp * u, None
+
+    def dec(u_d):
+        assert 0.0 <= u_d <= N / Wd, u_d
+        return scale * Wd * u_d * c, None
+    return pre, dec
+
+
 @pytest.mark.parametrize("c0", [1, 3, 7, 19])
-@pytest.mark.parametrize("root", [0.3, 2.5, 9.75, 19.9])
-def test_the_balance_finds_where_the_pools_rates_cross_from_either_side(c0, root):
-    """Prefill rate 2 u (it grows with its share), decode rate 2 (root) + (20 - u) - (20 - root) falls as the
-    prefill pool takes clients: they cross at u = root, whether the split's c0 is above or below it."""
+@pytest.mark.parametrize("root", [0.3, 2.5, 2.8, 9.75, 19.9])
+@pytest.mark.parametrize("scale", [1.0, 1e-3])
+def test_the_balance_finds_where_the_pools_rates_cross_from_either_side(c0, root, scale):
+    """Prefill rate 2 u (it grows with its share), decode rate 2 root + (20 - u) - (20 - root) falls as the
+    prefill pool takes clients: they cross at u = root, whether the split's c0 is above or below it, and whatever
+    the rates' unit (scale: requests a millisecond, where every gap is below 1)."""
     N, Wp, Wd = 20, 1, 1
-    pre = lambda u: (2.0 * u, None)  # noqa: E731
-    dec = lambda u_d: (2.0 * root + u_d - (N - root), None)  # noqa: E731
+    pre = lambda u: (scale * 2.0 * u, None)  # noqa: E731
+    dec = lambda u_d: (scale * (2.0 * root + u_d - (N - root)), None)  # noqa: E731
     got = silicon.Predictor.balance(N, Wp, Wd, c0, pre, dec)
     assert got == pytest.approx(root, rel=1e-5)
+
+
+@pytest.mark.parametrize("N, Wp, Wd, root, c0", [(20, 2, 4, 3.0, 1), (20, 2, 4, 9.5, 9), (30, 3, 2, 0.4, 9),
+                                                  (12, 1, 5, 11.9, 11), (10, 1, 1, 4.0, 50)])
+@pytest.mark.parametrize("scale", [1.0, 1e-3])
+def test_the_balance_shares_the_clients_over_both_pools_workers_and_never_asks_for_a_negative_share(
+        N, Wp, Wd, root, c0, scale):
+    """With W_p prefill and W_d decode workers the decode workers hold (N - W_p u_p) / W_d clients each; the search
+    stays inside 0 <= u_p <= N / W_p even from a c0 above it (a split never gives one, the search is safe anyway)."""
+    pre, dec = _linear_pools(N, Wp, Wd, root, scale)
+    got = silicon.Predictor.balance(N, Wp, Wd, c0, pre, dec)
+    assert got == pytest.approx(root, rel=1e-5)
+    assert pre(got)[0] == pytest.approx(dec((N - Wp * got) / Wd)[0], rel=1e-4)
+
+
+def test_a_one_token_disaggregated_point_is_its_prefill_pool_alone(monkeypatch):
+    """Output 1: no decode pool. TTFT is the prefill pool's phase mean (the burst of ceil(N / W_p) prompts a worker
+    first) plus the transfer; the rate is the prefill pool's, W_p x its loop's; its clients are the split's c_p W_p
+    and the decode pool holds none."""
+    s = _Script(monkeypatch, [4], stage=0.2, pre_rate=9.0, dec_rate=5.0, est=(1.0, 1.0), burst=0.5)
+    out = silicon.Predictor("roofline")(_point(N=21, Wp=2, Wd=3, osl=1))
+    assert out["ttft_s"] == pytest.approx(0.5 + 0.004, rel=1e-12)
+    assert out["request_rate"] == pytest.approx(2 * 9.0, rel=1e-12)
+    assert out["prefill_clients"] == 4 * 2 and out["decode_clients"] == 0
+    assert s.burst_n == [11]  # 21 prompts over 2 workers: 11 on the first
+    assert math.isnan(out["tpot_s"]) and not any(c["prefilled"] for c in s.closed_calls)
 
 
 def test_the_split_is_corrected_by_what_the_simulations_served_until_the_pools_agree_within_5_percent(monkeypatch):
