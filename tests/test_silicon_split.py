@@ -460,7 +460,8 @@ def test_the_balance_finds_where_the_pools_rates_cross_from_either_side(c0, root
 
 
 @pytest.mark.parametrize("N, Wp, Wd, root, c0", [(20, 2, 4, 3.0, 1), (20, 2, 4, 9.5, 9), (30, 3, 2, 0.4, 9),
-                                                  (12, 1, 5, 11.9, 11), (10, 1, 1, 4.0, 50)])
+                                                  (12, 1, 5, 11.9, 11), (10, 1, 1, 4.0, 50),
+                                                  (20, 2, 4, 9.8, 7)])  # steps of 1, 2, 4 from 7 pass N / W_p = 10
 @pytest.mark.parametrize("scale", [1.0, 1e-3])
 def test_the_balance_shares_the_clients_over_both_pools_workers_and_never_asks_for_a_negative_share(
         N, Wp, Wd, root, c0, scale):
@@ -483,6 +484,7 @@ def test_a_one_token_disaggregated_point_is_its_prefill_pool_alone(monkeypatch):
     assert out["prefill_clients"] == 4 * 2 and out["decode_clients"] == 0
     assert s.burst_n == [11]  # 21 prompts over 2 workers: 11 on the first
     assert math.isnan(out["tpot_s"]) and not any(c["prefilled"] for c in s.closed_calls)
+    assert {c["osl"] for c in s.closed_calls} == {1}  # each prefill request ends at its first token
 
 
 def test_the_split_is_corrected_by_what_the_simulations_served_until_the_pools_agree_within_5_percent(monkeypatch):
