@@ -192,14 +192,24 @@ def test_the_achievable_estimate_is_never_faster_than_the_roofline_bound(points)
 
 
 def test_disaggregated_stages_share_the_clients(sample):
-    """The prefill stage's and the decode stage's clients add up to the benchmark's concurrency, and neither
-    stage serves more than the other by more than the split's granularity (one client a worker)."""
+    """The prefill stage's and the decode stage's clients add up to the benchmark's concurrency, to the last client
+    (the share is a real number: silicon_disagg.balance)."""
     df = _small(sample, "disagg", 1)
     p = silicon.plan(df)[0]
     out = silicon.Predictor("roofline")(p)
     N = p["concurrency"]
-    assert abs(out["prefill_clients"] + out["decode_clients"] - N) <= p["decode_workers"]
+    assert out["prefill_clients"] + out["decode_clients"] == pytest.approx(N, rel=1e-12)
     assert out["ttft_s"] > out["transfer_s"] > 0
+
+
+def test_the_per_point_table_says_how_a_disaggregated_row_shared_its_clients(points):
+    """prefill_clients + decode_clients = the concurrency on a disaggregated row, in both modes; an agg row has no
+    pools to share them (NaN)."""
+    d = points[points["serving_mode"] == "disagg"]
+    assert len(d) == 4 and np.allclose(d["prefill_clients"] + d["decode_clients"], d["concurrency"], rtol=1e-12)
+    assert (d["prefill_clients"] > 0).all() and (d["decode_clients"] > 0).all()
+    agg = points[points["serving_mode"] == "agg"]
+    assert len(agg) and agg["prefill_clients"].isna().all() and agg["decode_clients"].isna().all()
 
 
 def test_a_predictor_that_keeps_one_instance_answers_as_one_that_keeps_them_all(sample, monkeypatch):

@@ -465,7 +465,9 @@ def serving_validation(sample=None, modes=("roofline", "achievable"), model=None
     DataFrame, one row per sample row and mode: id, model_path, system, backend, serving_mode (agg or
     disagg), isl, osl, concurrency, band, mode, model, hardware, precision, layout, measured_ttft_ms,
     measured_tpot_ms, predicted_ttft_ms, predicted_tpot_ms (ms), request_rate (1/s), in_flight,
-    status ('ok' or 'skipped'), reason, assumed, ttft_error and tpot_error (predicted / measured - 1).
+    prefill_clients and decode_clients (a disaggregated row's split of its concurrency, real numbers adding up to
+    it; NaN on an agg row), status ('ok' or 'skipped'), reason, assumed, ttft_error and tpot_error
+    (predicted / measured - 1).
 
     Example
     -------

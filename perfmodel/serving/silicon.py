@@ -377,7 +377,8 @@ def _batch_task(t: tuple) -> list:
 def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=None, impl: str = "engine",
             cluster: str | None = None) -> "pd.DataFrame":
     """One row per sample row and mode: measured and predicted TTFT and TPOT (ms), their relative errors
-    (predicted - measured) / measured, and what was assumed or why a row was not predicted. jobs > 1 spreads
+    (predicted - measured) / measured, and what was assumed or why a row was not predicted; a disaggregated row also
+    says how its N clients were shared (prefill_clients + decode_clients = N, each a real number: silicon_disagg). jobs > 1 spreads
     the simulations over that many processes (None: one per core), cluster over a Dask cluster (perfmodel.workers):
     the same table whoever runs them."""
     import pandas as pd
@@ -414,7 +415,7 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                  "layout": _lay(p), "measured_ttft_ms": float(src["silicon_ttft_ms"]),
                  "measured_tpot_ms": float(src["silicon_tpot_ms"]), "predicted_ttft_ms": math.nan,
                  "predicted_tpot_ms": math.nan, "request_rate": math.nan, "in_flight": math.nan,
-                 "status": p["status"], "reason": p["reason"], "assumed": p["assumed"],
+                 "prefill_clients": math.nan, "decode_clients": math.nan, "status": p["status"], "reason": p["reason"], "assumed": p["assumed"],
                  "workers": p.get("workers", ""), "speculative": p.get("speculative", ""),
                  "moe_backend": _moe_label(p)}
             out = results.get((mode, i))
@@ -422,7 +423,9 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                 r.update(status="skipped", reason=out)
             elif out is not None:
                 r.update(predicted_ttft_ms=out["ttft_s"] * 1e3, predicted_tpot_ms=out["tpot_s"] * 1e3,
-                         in_flight=out["in_flight"], request_rate=out["request_rate"])
+                         in_flight=out["in_flight"], request_rate=out["request_rate"],
+                         prefill_clients=out.get("prefill_clients", math.nan),  # a disagg point's split of the N
+                         decode_clients=out.get("decode_clients", math.nan))  # clients (silicon_disagg.balance)
             rows.append(r)
     t = pd.DataFrame(rows)
     for k in ("ttft", "tpot"):
