@@ -87,9 +87,7 @@ MODES = ("roofline", "achievable")
 BANDS = ((1, 4, "1-4"), (5, 32, "5-32"), (33, 128, "33-128"), (129, 512, "129-512"), (513, math.inf, ">512"))
 
 
-# ---------------------------------------------------------------- one point
-
-
+# ---------------------------------------------------------------- one point (PROFILE_ROUNDS: silicon_plan)
 def profile_mean(x, n: int, warmup: int, rounds: int, profile: int = PROFILE_ROUNDS) -> float:
     """The mean of x over AIPerf's profiling phase of `profile` x n requests, from one simulated closed loop of n
     clients that starts empty: its first `warmup` x n requests are the phase's first rounds (the burst of n

@@ -81,9 +81,14 @@ class Disaggregated:
                 break
             est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d, pslots)
             f_p, f_d = x_p / est_p, x_d / est_d
+        def phase(steady):  # the prefill pool's mean over the benchmark's phase, and the transfer: the phase opens
+            # with all N prompts sent at once to an empty server, every one of them in the prefill pool's first round
+            # (N / W_p a worker), not the share the pools hold once the loop is steady
+            return self.burst_mean(pre, -(-N // Wp), isl, steady, slots=pslots, **bench) + move
+
         if b is None:  # a one-token output: the prefill pool holds every client it can
             a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)
-            t_p = self.burst_mean(pre, -(-N // Wp), isl, a["stage"], slots=pslots, **bench) + move
+            t_p = phase(a["stage"])
             return {"ttft_s": t_p, "tpot_s": math.nan, "in_flight": math.nan, "request_rate": Wp * a["rate"],
                     "preempted": 0, "transfer_s": move, "prefill_clients": c_p * Wp, "decode_clients": 0}
         # the answer: the configured warm-up and rounds, at the real share where the pools' rates cross
@@ -94,9 +99,7 @@ class Disaggregated:
         u_p = self.balance(N, Wp, Wd, c_p, prefill, decode)
         x_p, f_p = prefill(u_p)
         x_d, f_d = decode((N - Wp * u_p) / Wd)
-        # the benchmark's phase opens with all N prompts sent at once to an empty server: every one of them is in the
-        # prefill pool's first round (N / W_p a worker), not the share the pools hold once the loop is steady
-        t_p = self.burst_mean(pre, -(-N // Wp), isl, f_p("stage"), slots=pslots, **bench) + move
+        t_p = phase(f_p("stage"))
         return {"ttft_s": t_p + f_d("ttft_profile"), "tpot_s": f_d("tpot_profile"), "in_flight": math.nan,
                 "request_rate": min(x_p, x_d), "preempted": round(f_d("preempted")), "transfer_s": move,
                 "prefill_clients": Wp * u_p, "decode_clients": N - Wp * u_p}
