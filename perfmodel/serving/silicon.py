@@ -413,7 +413,8 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                  "layout": _lay(p), "measured_ttft_ms": float(src["silicon_ttft_ms"]),
                  "measured_tpot_ms": float(src["silicon_tpot_ms"]), "predicted_ttft_ms": math.nan,
                  "predicted_tpot_ms": math.nan, "request_rate": math.nan, "in_flight": math.nan,
-                 "prefill_clients": math.nan, "decode_clients": math.nan, "status": p["status"], "reason": p["reason"], "assumed": p["assumed"],
+                 "prefill_clients": math.nan, "decode_clients": math.nan,
+                 "status": p["status"], "reason": p["reason"], "assumed": p["assumed"],
                  "workers": p.get("workers", ""), "speculative": p.get("speculative", ""),
                  "moe_backend": _moe_label(p)}
             out = results.get((mode, i))
