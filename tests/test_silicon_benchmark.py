@@ -161,6 +161,38 @@ def test_the_shipped_settings_plan_the_rows_that_ran_them(sample_plans):
     assert b300 and all("no launch script" in p["assumed"] and "profile" not in p for p in b300)
 
 
+def test_a_launcher_whose_benchmark_script_is_absent_did_not_run_the_measurement(sample_plans):
+    """At e06929c70 runners/launch_b200-nvd.sh and launch_b200-tg.sh start the server container on
+    benchmarks/dsr1_fp4_b200_trt_docker.sh, which does not exist there (only dsr1_fp4_b200_trt_slurm.sh does), and
+    then run the client whatever happened to the server: their executed runs logged a client command and no server.
+    Such a run measures nothing, so its "(unset)" settings do not count against the slurm script's
+    (bench/inferencex_agg/config/absent_scripts.py). 57 rows. The slurm script sets max_num_tokens to
+    (CONC + ISL + 64 + 63) // 64 * 64 (L110), so a whole prompt fits beside the decodes (TensorRT-LLM runs
+    prompts unchunked); it was the engine's 8,192 before, which no 8,192-token prompt beside 128 decodes fits."""
+    import csv
+
+    with open(silicon_plan.AGG_CONFIG, newline="", encoding="utf-8") as f:
+        cfg = {r["id"]: r for r in csv.DictReader(f)}
+    fixed = {i: c for i, c in cfg.items() if "absent_scripts.py" in c["note"]}
+    assert len(fixed) == 57 and all("|" not in c["script"] and "differs by runner" not in c["note"]
+                                    for c in fixed.values())
+    slurm = {i: c for i, c in cfg.items() if c.get("script") == "benchmarks/dsr1_fp4_b200_trt_slurm.sh@e06929c70"}
+    assert len(slurm) == 39 and set(slurm) <= set(fixed)  # all of that script's rows had the absent twin
+    for i, c in slurm.items():
+        isl, conc = (int(x) for x in silicon_plan.re.search(r"_(\d+)x\d+_c(\d+)_", i).groups())
+        assert int(c["max_num_tokens"]) == (conc + isl + 64 + 63) // 64 * 64, i
+        assert sample_plans[i]["budget"] == int(c["max_num_tokens"]), i
+    # the 128-client 8k/1k run: 8,384 tokens, attention DP (dp8) balanced 60 / 0 iterations
+    p = sample_plans["2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c128_tp8_ep1_74"]
+    assert (p["budget"], p["adp_balance"], p["layout"].ep) == (8384, (60, 0), 8)
+    # gpt-oss on 8 B200s: gptoss_fp4_b200_trt_slurm.sh's max_num_tokens 20000 and max_batch_size 512
+    p = sample_plans["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_8192x1024_c64_tp8_ep1_426"]
+    assert (p["budget"], p["max_batch"]) == (20000, 512)
+    # tp 8 at 1k/1k: the block sets EP_SIZE=$TP above 8 clients, so the experts sit whole on each GPU
+    assert sample_plans["2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c16_tp8_ep1_98"]["layout"] == \
+        Layout(8, experts="ep")
+
+
 @pytest.fixture(scope="module")
 def sample_plans():
     s = silicon.load()

@@ -338,11 +338,37 @@ def test_a_script_that_launches_with_ep_size_tp_runs_tep_whatever_the_id_s_ep_sa
 
 
 def test_the_ep_table_names_only_runs_over_their_tp_gpus_and_anything_else_is_one_line(tmp_path):
-    t = sp.agg_ep()
-    assert len(t) == 178 and all("EP_SIZE" in v or "--ep_size=$TP" in v or "--enable-ep-moe" in v for v in t.values())
+    t, d = sp.agg_ep(), sp.agg_dp()
+    assert len(t) == 203 and all("EP_SIZE" in v or "--ep_size=$TP" in v or "--enable-ep-moe" in v for v in t.values())
+    assert len(d) == 20 and all(v.endswith("the script's DP_ATTENTION block: true") for v in d.values())
+    assert not set(t) & set(d)
     bad = _table(tmp_path / "agg_ep.csv", "id,ep,evidence", "x1,8,somewhere")
-    with pytest.raises(SpecError, match="row x1: '8' is not tp"):
+    with pytest.raises(SpecError, match="row x1: '8' is not tp .* or dp"):
         sp.agg_ep(bad)
+    with pytest.raises(SpecError, match="row x1: '8' is not tp"):
+        sp.agg_dp(bad)
+    two = _table(tmp_path / "two.csv", "id,ep,evidence", "x1,tp,a", "x2,dp,b")
+    assert (sp.agg_ep(two), sp.agg_dp(two)) == ({"x1": "a"}, {"x2": "b"})
+
+
+def test_a_script_that_turns_attention_dp_on_itself_runs_dp_whatever_the_sample_says(sample):
+    """dsr1_fp4_b200_trt_slurm.sh@e06929c70 decides DP_ATTENTION from ISL, OSL and CONC (at tp 8 and 8k/1k: on above
+    32 clients) and writes `enable_attention_dp: $DP_ATTENTION` into the engine options; the sample keeps the
+    configuration's attention_dp_size 1. The 128-client run ran attention DP over its 8 GPUs, the 32-client one
+    did not (its block leaves EP_SIZE at 1 and the experts split). A row the table does not list keeps its
+    layout."""
+    dp = "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c128_tp8_ep1_74"
+    row = _one(sample, dp).iloc[0]
+    assert int(row["attention_dp_size"]) == 1 and dp in sp.agg_dp()
+    t, d, note = sp.agg_parallel(row)
+    assert (t, d) == (1, 8) and "DP_ATTENTION block turned it on" in note
+    p = silicon.plan(_one(sample, dp))[0]
+    assert p["layout"] == Layout(1, ep=8) and "attention DP over its 8 GPUs" in p["assumed"]
+    for rid in sp.agg_dp():  # each over the GPUs the sample gives it
+        r = _one(sample, rid).iloc[0]
+        assert sp.agg_parallel(r)[:2] == (1, int(r["tp_size"])) and int(r["tp_size"]) in (4, 8), rid
+    other = "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x8192_c32_tp8_ep1_884"
+    assert other not in sp.agg_dp() and sp.agg_parallel(_one(sample, other).iloc[0])[:2] == (8, 1)
 
 
 def test_a_disaggregated_recipe_that_sets_no_kv_cache_dtype_leaves_an_unquantized_checkpoint_s_cache_in_bf16(sample):
@@ -382,7 +408,7 @@ def test_the_disagg_kv_table_has_both_workers_for_each_row_and_an_empty_one_is_o
 
 def test_the_kv_table_has_a_value_for_each_row_it_lists_and_an_empty_one_is_one_line(tmp_path):
     t = sp.agg_kv()
-    assert len(t) == 2047 and set(t.values()) == {"auto", "fp8", "fp8_e4m3"}
+    assert len(t) == 2104 and set(t.values()) == {"auto", "fp8", "fp8_e4m3"}
     bad = _table(tmp_path / "agg_kv.csv", "id,kv_cache_dtype,evidence", "x1,,somewhere")
     with pytest.raises(SpecError, match="row x1: empty"):
         sp.agg_kv(bad)

@@ -14,10 +14,17 @@ the tensor-parallel size by the script's own text:
 - vLLM: `--enable-expert-parallel` (experts over tp x dp ranks, vLLM's expert-parallel deployment docs) passed
   without a condition, or under `if [ "$EP_SIZE" -ge 1 ]`, which every EP_SIZE the workflow passes (>= 1)
   satisfies (benchmarks/single_node/minimaxm2.5_fp8_h200.sh@1d5cae141 L25-26).
+- TensorRT-LLM: `--ep_size=$EP_SIZE` where the script decides EP_SIZE itself from ISL, OSL and CONC in its
+  "Determine DP_ATTENTION, EP_SIZE and MOE_BACKEND" block (benchmarks/dsr1_fp4_b200_trt_slurm.sh@e06929c70 L23-77:
+  EP_SIZE="$TP" above 8 clients at tp 8 and 1k/1k, ...): the block is run in bash with the row's values and the row
+  is listed where it sets EP_SIZE to TP.
 Other scripts pass the configuration's EP_SIZE through (SGLang `--ep-size $EP_SIZE`, vLLM `-gt 1`), and their rows
 are not listed. A TensorRT-LLM script that decides DP_ATTENTION itself from ISL, OSL and CONC (dsr1_fp8_h200_trt_slurm
 .sh: true above 64 clients at 1k/1k and 1k/8k, above 32 at 8k/1k) has that block run in bash with the row's values;
-a row where it turns attention DP on, which the sample's attention_dp_size of 1 does not say, is left out.
+a row where it turns attention DP on, which the sample's attention_dp_size of 1 does not say (the sample records the
+configuration's dp-attn, which the script overrides), is listed with ep `dp`: the server ran attention DP over the
+run's tp GPUs (`enable_attention_dp: $DP_ATTENTION` in the engine options the script writes), the experts over its
+ranks. Until 2026-12-07 such rows were left out.
 
     python bench/inferencex_agg/expert_parallel.py INFERENCEX_MIRROR OUT.csv
 """
@@ -86,9 +93,9 @@ def forced_ep(mirror, spec):
     return None
 
 
-def script_dp(mirror, spec, isl, osl, conc, tp):
-    """DP_ATTENTION as the script's own decision block sets it for the row (bash, only its assignments and tests),
-    or None where the script has no such block."""
+def script_dp(mirror, spec, isl, osl, conc, tp, var="DP_ATTENTION"):
+    """DP_ATTENTION (or `var`, as a string) as the script's own decision block sets it for the row (bash, only its
+    assignments and tests), or None where the script has no such block."""
     lines = (read(mirror, spec) or "").splitlines()
     a = next((i for i, ln in enumerate(lines) if ln.startswith("# ========= Determine DP_ATTENTION")), None)
     b = next((i for i, ln in enumerate(lines)
@@ -98,10 +105,27 @@ def script_dp(mirror, spec, isl, osl, conc, tp):
     block = "\n".join(lines[a + 1:b])
     if re.search(r"\$\(|`|\beval\b|>|\bsource\b|\.\s", block):  # only assignments and tests are run
         return None
-    r = subprocess.run(["bash", "-c", block + '\necho "$DP_ATTENTION"'], capture_output=True, text=True,
+    r = subprocess.run(["bash", "-c", block + f'\necho "${var}"'], capture_output=True, text=True,
                        env={"ISL": str(isl), "OSL": str(osl), "CONC": str(conc), "TP": str(tp),
                             "PATH": "/usr/bin:/bin"})
-    return r.stdout.strip() == "true" if r.returncode == 0 else None
+    if r.returncode != 0:
+        return None
+    return r.stdout.strip() == "true" if var == "DP_ATTENTION" else r.stdout.strip()
+
+
+def block_ep(mirror, spec):
+    """(evidence) where a TensorRT-LLM script launches with `--ep_size=$EP_SIZE` and sets EP_SIZE only inside its
+    decision block (script_dp's), which decides it per row; else None."""
+    txt = read(mirror, spec)
+    if txt is None or "trtllm-serve" not in txt:
+        return None
+    lines = live(txt.splitlines())
+    var = [i for i, ln in lines if TRT_VAR.search(ln)]
+    a = next((i + 1 for i, ln in enumerate(txt.splitlines()) if ln.startswith("# ========= Determine DP_ATTENTION")),
+             None)
+    if not var or a is None:
+        return None
+    return f"{spec}:L{a} decision block, L{var[0]} --ep_size=$EP_SIZE"
 
 
 def main(mirror, out):
@@ -112,12 +136,22 @@ def main(mirror, out):
     seen, found, dp_on = {}, [], 0
     for r in rows.itertuples():
         if r.script not in seen:
-            seen[r.script] = forced_ep(mirror, r.script)
+            seen[r.script] = forced_ep(mirror, r.script) or block_ep(mirror, r.script)
         if seen[r.script] is None:
             continue
-        dp = script_dp(mirror, r.script, int(r.isl), int(r.osl), int(r.batch_size), int(r.tp_size))
-        if dp or (r.attention_dp_size or 1) > 1:
+        shape = (int(r.isl), int(r.osl), int(r.batch_size), int(r.tp_size))
+        dp = script_dp(mirror, r.script, *shape)
+        if (r.attention_dp_size or 1) > 1:
+            continue
+        if dp:
             dp_on += 1
+            found.append((r.id, "dp", seen[r.script] + "; the script's DP_ATTENTION block: true"))
+            continue
+        if "decision block" in seen[r.script]:
+            ep = script_dp(mirror, r.script, *shape, var="EP_SIZE")
+            if ep != str(int(r.tp_size)) or int(r.tp_size) < 2:
+                continue
+            found.append((r.id, "tp", seen[r.script] + f"; the block: EP_SIZE={ep}, DP_ATTENTION false"))
             continue
         found.append((r.id, "tp", seen[r.script] + ("; the script's DP_ATTENTION block: false" if dp is False else "")))
     buf = io.StringIO()
@@ -126,7 +160,8 @@ def main(mirror, out):
     w.writerows(sorted(found))
     write_text(out, buf.getvalue())  # atomic (perfmodel.fileio)
     scripts = sorted({e.split(":")[0] for _, _, e in found})
-    print(f"{len(found)} of {len(rows)} rows ({dp_on} left out: attention DP); scripts: {scripts}", file=sys.stderr)
+    print(f"{len(found)} of {len(rows)} rows ({dp_on} of them attention DP by the script); scripts: {scripts}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -155,14 +155,39 @@ AGG_EP = DATA / "agg_ep.csv"
 _AGG_EP: dict = {}
 
 
+def _agg_ep_table(path=None) -> dict:
+    return _id_table(path, AGG_EP, _AGG_EP, lambda r: (r["ep"], r["evidence"]),
+                     [("ep", lambda v: v[0] not in ("tp", "dp"),
+                       lambda v: f"{v[0]!r} is not tp (the experts over the run's tp GPUs) or dp (attention DP over "
+                                 f"them)")])
+
+
+_AGG_EP_KIND: dict = {}
+
+
+def _agg_ep_kind(path, kind: str) -> dict:
+    t = _agg_ep_table(path)
+    key = (AGG_EP if path is None else Path(path), kind)
+    if key not in _AGG_EP_KIND:
+        _AGG_EP_KIND[key] = {i: e for i, (k, e) in t.items() if k == kind}
+    return _AGG_EP_KIND[key]
+
+
 def agg_ep(path=None) -> dict:
     """id -> evidence, for the aggregated InferenceX rows whose benchmark script ran the experts expert-parallel over
     all of the run's tensor-parallel GPUs whatever the configuration's ep (the id's _ep1) said: TensorRT-LLM's
-    `--ep_size=$TP`, vLLM's `--enable-expert-parallel` under `[ "$EP_SIZE" -ge 1 ]`, SGLang's `--enable-ep-moe`
-    (perfmodel/measure/data/inferencex/README.md, bench/inferencex_agg/expert_parallel.py)."""
-    return _id_table(path, AGG_EP, _AGG_EP, lambda r: (r["ep"], r["evidence"]),
-                     [("ep", lambda v: v[0] != "tp",
-                       lambda v: f"{v[0]!r} is not tp (the experts over the run's tp GPUs)")], keep=lambda v: v[1])
+    `--ep_size=$TP`, or EP_SIZE="$TP" from the script's own decision block, vLLM's `--enable-expert-parallel` under
+    `[ "$EP_SIZE" -ge 1 ]`, SGLang's `--enable-ep-moe` (perfmodel/measure/data/inferencex/README.md,
+    bench/inferencex_agg/expert_parallel.py); agg_ep.csv rows of ep `tp`."""
+    return _agg_ep_kind(path, "tp")
+
+
+def agg_dp(path=None) -> dict:
+    """id -> evidence, for the aggregated TensorRT-LLM rows whose benchmark script turned attention DP on over the
+    run's tp GPUs (its DP_ATTENTION decision block from ISL, OSL and the clients: `enable_attention_dp: true` in the
+    engine options it wrote) where the sample's attention_dp_size, the configuration's dp-attn, says 1; agg_ep.csv
+    rows of ep `dp` (bench/inferencex_agg/expert_parallel.py)."""
+    return _agg_ep_kind(path, "dp")
 
 
 AGG_CONFIG = DATA / "agg_config.csv"

@@ -20,7 +20,7 @@ from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
     _LIMITS, LIMIT_KEYS, disagg_limits, AGG_SPECULATIVE, _AGG_SPECULATIVE, MTP_PRICED, agg_speculative,
     AGG_TOPOLOGY, _AGG_TOPOLOGY, agg_topology, AGG_CONFIG, _AGG_CONFIG, ENGINE_LIMITS, ADP_TIMEOUT_ITERS,
     ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts, AGG_KV, _AGG_KV,
-    KV_UNQUANTIZED, agg_kv, disagg_kv, AGG_EP, _AGG_EP, agg_ep, NSA_MODELS, SM90,
+    KV_UNQUANTIZED, agg_kv, disagg_kv, AGG_EP, _AGG_EP, agg_ep, agg_dp, NSA_MODELS, SM90,
 )
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
@@ -245,7 +245,21 @@ def agg_parallel(row) -> tuple:
     qwen3.5-397b-gap-analysis.csv; the 14 TensorRT-LLM DeepSeek-V3 rows on H200 (cfg181, tp 64) measure within
     2.5% of the tp 8 rows of cfg83 at the same lengths and clients (TPOT 0.975-1.005x). A row whose moe_tp and
     moe_ep are one k >= 4 with tp x DP = k^2 runs on k GPUs. k = 2 (4 GPUs as moe 2 x 2) is a layout the engines
-    run and is kept."""
+    run and is kept.
+
+    The sample's attention_dp_size is the configuration's dp-attn. A TensorRT-LLM script that decides DP_ATTENTION
+    itself from ISL, OSL and the clients (benchmarks/dsr1_fp4_b200_trt_slurm.sh@e06929c70: on above 32 clients at
+    8k/1k, from 256 at 1k/1k) overrides it; such rows (inferencex.agg_dp) run attention DP over their GPUs."""
+    tp, dp, note = _agg_gpus(row)
+    if dp == 1 and tp and tp > 1 and row["id"] in agg_dp():  # the script turned attention DP on over its tp GPUs
+        why = (f"attention DP over its {tp} GPUs: the benchmark script's DP_ATTENTION block turned it on where the "
+               f"sample's attention_dp_size is 1 (agg_ep.csv ep dp)")
+        return 1, tp, f"{note}; {why}" if note else why
+    return tp, dp, note
+
+
+def _agg_gpus(row) -> tuple:
+    """agg_parallel's (tp, attention DP, note) before a script's own attention-DP decision (agg_dp)."""
     tp, dp = _int(row["tp_size"]), _int(row["attention_dp_size"]) or 1
     ran = agg_topology().get(row["id"])
     if ran is not None and ran[2] is not None:  # the run InferenceX's own configuration names (agg_topology)
