@@ -504,6 +504,23 @@ with tempfile.TemporaryDirectory() as tmp:
 g[["id", "layout", "precision", "measured_tpot_ms", "predicted_tpot_ms", "tpot_error"]]
 """),
     ("markdown", """
+A script can also decide the layout and the limits itself. InferenceX's `dsr1_fp4_b200_trt_slurm.sh` turns attention DP
+on above 32 clients at 8k/1k and sets `max_num_tokens` to CONC + ISL + 64 rounded up to 64, so that an unchunked 8k
+prompt fits beside the decodes. The sample files that 128-client run as tp 8 without DP, and its docker twin, whose
+script does not exist at that commit, once left the limits blank: the engine's 8,192 tokens starved the prompts
+(34 s predicted TTFT against 2.7 s measured). `agg_config.csv` and `agg_ep.csv` (ep `dp`) now carry what the script
+ran; the plan's `assumed` column says so.
+"""),
+    ("code", """
+dp = rows[rows.id == "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c128_tp8_ep1_74"]
+p = silicon.plan(dp)[0]
+assert (p["budget"], p["layout"].tp, p["layout"].ep) == ((128 + 8192 + 64 + 63) // 64 * 64, 1, 8)
+out = silicon.Predictor("achievable")(p)
+assert out["ttft_s"] < 2 * float(dp.silicon_ttft_ms.iloc[0]) / 1e3  # not the starved queue of the 8,192 default
+{"assumed": p["assumed"], "ttft_s": round(out["ttft_s"], 3), "tpot_ms": round(1e3 * out["tpot_s"], 2),
+ "measured_ttft_s": float(dp.silicon_ttft_ms.iloc[0]) / 1e3, "measured_tpot_ms": float(dp.silicon_tpot_ms.iloc[0])}
+"""),
+    ("markdown", """
 A launch can also name the MoE kernel. InferenceX's gpt-oss H200 vLLM script exports `VLLM_MXFP4_USE_MARLIN=1`,
 so vLLM runs the experts with Marlin, not its Hopper default (Triton). AIConfigurator timed Marlin only in its 0.24.0
 tables, which the 0.19 profile borrows and says so. At an 8,192-token prompt Marlin takes about twice as long.
