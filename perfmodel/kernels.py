@@ -281,7 +281,7 @@ def _load_aic(hw, system: str, engine: str, version: str, exact: str = "") -> Ke
     _load_alltoall(ks, root, engine, version, exact)
     if engine == "trtllm":
         _load_nvlink_alltoall(ks, root, version, exact)
-        if not ks.alltoall_ep and system in NVLINK_A2A_BORROWED:  # the same NVLink rack, measured on its sibling
+        if not ks.alltoall_ep and system in NVLINK_A2A_BORROWED:  # the same NVLink fabric, measured on its sibling
             _load_nvlink_alltoall(ks, root.parent / NVLINK_A2A_BORROWED[system], version, exact)
             if ks.alltoall_ep:
                 ks.versions["alltoall_ep"] += f" (borrowed from {NVLINK_A2A_BORROWED[system]})"
@@ -397,10 +397,19 @@ def _borrow_flashinfer_w4a8(ks: KernelSet, hw, root: Path, system: str) -> None:
         return
 
 
-# Where AIConfigurator has no NVLink all-to-all table, a rack with the same NVLink switch fabric lends its own:
+# Where AIConfigurator has no NVLink all-to-all table, a system with the same NVLink switch fabric lends its own:
 # GB300 NVL72 and GB200 NVL72 both join 72 GPUs through fifth-generation NVLink switches at 900 GB/s per
-# direction per GPU (hardware/gb300.yaml, hardware/gb200.yaml link_bandwidth). Borrowed, and marked so.
-NVLINK_A2A_BORROWED = {"gb300": "gb200"}
+# direction per GPU (hardware/gb300.yaml, hardware/gb200.yaml link_bandwidth), and so do the 8 GPUs of an HGX
+# B200 or B300 (hardware/b200.yaml, b300.yaml). The kernel is the same: TensorRT-LLM tech blog 18 ("Optimizing MoE
+# Communication with One-Sided AlltoAll Over NVLink", NVIDIA/TensorRT-LLM PR #12195, 2026-03-13) introduces
+# NVLinkOneSided as "the MoE communication kernels in TensorRT LLM designed for NVLink-connected systems (DGX B200,
+# GB200 NVL72, etc.)", working "within a single NVLink domain - 8 GPUs on a DGX B200, or all 72 GPUs on a GB200
+# NVL72 rack", and "the default communication strategy within a single NVLink domain"; its factory's check
+# (tensorrt_llm/_mnnvl_utils.py supports_mnnvl) is that every NVLink is up, not a rack. Without it an HGX B200 was
+# priced by DeepEP's tables, a kernel TensorRT-LLM's CUTLASS and TRTLLM MoE backends do not run there. Hopper HGX
+# (fourth-generation NVLink, 450 GB/s a direction) has half the bandwidth, and no measurement of the kernel: it
+# keeps DeepEP's. Borrowed, and marked so.
+NVLINK_A2A_BORROWED = {"gb300": "gb200", "b200_sxm": "gb200", "b300_sxm": "gb200"}
 
 
 _NVLINK_A2A = ("NVLinkOneSided", "NVLinkTwoSided")  # in order of preference: the factory's default first
@@ -410,8 +419,9 @@ def _load_nvlink_alltoall(ks: KernelSet, root: Path, version: str, exact: str = 
     """TensorRT-LLM's NVLink dispatch and combine per payload format and EP size: the one-sided kernel where it is
     measured for that format, else the two-sided one (its dispatch with the prepare step it runs first). Its factory
     (tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py, create_strategy) runs, under
-    attention DP without MoE TP, NVLinkOneSided on a multi-node-NVLink rack (GB200/GB300 NVL72), DeepEP only with
-    TRTLLM_CAN_USE_DEEP_EP=1; AIConfigurator measured the NVLink kernels (latency in ms) on such a rack only."""
+    attention DP without MoE TP, NVLinkOneSided within one NVLink domain (an HGX B200's 8 GPUs or a GB200/GB300
+    NVL72 rack: NVLINK_A2A_BORROWED), DeepEP only where it is not available; AIConfigurator measured the NVLink
+    kernels (latency in ms) on GB200 only."""
     got = _table_dir(root, "comm", "trtllm", version, "trtllm_alltoall_perf.parquet", exact=exact)
     if not got:
         return
@@ -510,7 +520,7 @@ def _load_measure(hw, path: Path) -> KernelSet:
 
 
 _CACHE: dict = {}
-FORMAT = 21  # of the disk cache's entries: bump when KernelSet or the grids change
+FORMAT = 22  # of the disk cache's entries: bump when KernelSet or the grids change
 
 
 def cache_dir() -> Path:

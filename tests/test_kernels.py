@@ -785,7 +785,10 @@ def test_tensorrt_llm_on_a_gb200_rack_prices_the_ep_all_to_all_by_its_nvlink_ker
     """GB200 NVL72 has multi-node NVLink, so TensorRT-LLM's factory picks NVLinkOneSided for the attention-DP
     all-to-all; AIConfigurator measured it (1.2.0rc6) at EP 2-64. DeepSeek-R1 nvfp4, 32 sequences on 32
     attention-DP ranks (one token per rank): the measured one-sided dispatch and combine, read here from the table
-    itself. vLLM on the same rack and TensorRT-LLM on B200 (no such table) keep DeepEP's."""
+    itself. vLLM on the same rack keeps DeepEP's. An HGX B200 or B300 is one NVLink domain of the same fifth-generation
+    switches, where TensorRT-LLM runs the same kernel by default (its tech blog 18: "designed for NVLink-connected
+    systems (DGX B200, GB200 NVL72, etc.)"): it borrows GB200's table and says so. H200's NVLink 4 has half the
+    bandwidth and no measurement of it: DeepEP's."""
     m = load_model("deepseek-r1")
     prec = Precision("nvfp4", "nvfp4", "fp8")
     lay = Layout(ep=32)
@@ -802,9 +805,21 @@ def test_tensorrt_llm_on_a_gb200_rack_prices_the_ep_all_to_all_by_its_nvlink_ker
     deepep = {op.name: p[2] for op, p in zip(ops, TimeModel.achievable(gb200, load_impl("vllm-0.24")).price(
         ops, gb200, prec, lay))}
     assert deepep["alltoall_dispatch"] > 2 * priced["alltoall_dispatch"]
-    assert not kernels.load(load_hardware("b200"), "trtllm", "1.3.0rc20").alltoall_ep
-    gb300 = kernels.load(load_hardware("gb300"), "trtllm", "1.3.0rc20")
-    assert gb300.alltoall_ep and "borrowed from gb200" in gb300.versions["alltoall_ep"]
+    for name in ("gb300", "b200", "b300"):
+        ks = kernels.load(load_hardware(name), "trtllm", "1.3.0rc20")
+        assert ks.alltoall_ep and "borrowed from gb200" in ks.versions["alltoall_ep"], name
+    assert not kernels.load(load_hardware("h200"), "trtllm", "1.3.0rc20").alltoall_ep
+    assert not kernels.load(load_hardware("b200"), "vllm", "0.19.0").alltoall_ep  # vLLM's all-to-all is DeepEP's
+    b200, lay8 = load_hardware("b200"), Layout(ep=8)  # 32 sequences on 8 attention-DP ranks: 4 tokens a rank
+    ops8 = [op for op in build_ops(m, 32.0, 1.0, 2048.0, "decode", prec, layout=lay8) if op.coll == "alltoall"]
+    t8 = pd.read_parquet(kernels.aic_dir() / "gb200/comm/trtllm/1.3.0rc10/trtllm_alltoall_perf.parquet")
+    t8 = t8[(t8.kernel_source == "NVLinkOneSided") & (t8.moe_dtype == "nvfp4") & (t8.moe_ep_size == 8)
+            & (t8.num_tokens == 4)].set_index("op_name")["latency"] * 1e-3
+    on_b200 = {op.name: p[2] for op, p in zip(ops8, TimeModel.achievable(b200, load_impl("trtllm-1.3")).price(
+        ops8, b200, prec, lay8))}
+    assert [op.moe[0] for op in ops8] == [4.0, 4.0]
+    for name in ("alltoall_dispatch", "alltoall_combine"):  # GB200's measurement of the same kernel at EP 8
+        assert on_b200[name] == pytest.approx(t8[name], rel=1e-9)
 
 
 @needs_aic
