@@ -193,6 +193,17 @@ def test_a_launcher_whose_benchmark_script_is_absent_did_not_run_the_measurement
         Layout(8, experts="ep")
 
 
+def test_a_tensorrt_llm_prompt_over_its_token_budget_is_chunked_because_unchunked_it_cannot_run(sample_plans):
+    """TensorRT-LLM runs prompts unchunked by default and its frontend refuses one longer than max_num_tokens, so the
+    three 15,000-token Qwen3-32B runs, measured at the default 8,192, chunked theirs; simulated unchunked, a prompt
+    over the budget ran only on an idle engine and TTFT came out at 1,582 s against 0.75 s measured."""
+    over = {i: p for i, p in sample_plans.items() if p.get("prefill") == "chunked"}
+    assert len(over) == 3 and all(p["engine"] == "trtllm" and p["isl"] > p["budget"] for p in over.values())
+    assert all("chunked prefill assumed" in p["assumed"] for p in over.values())
+    assert not any(p.get("prefill") for p in sample_plans.values() if p.get("isl", 0) <= p.get("budget", 0))
+    assert silicon_plan.oversize_prompt(15000, 8192).startswith("prompt 15000 tokens over TensorRT-LLM's")
+
+
 @pytest.fixture(scope="module")
 def sample_plans():
     s = silicon.load()

@@ -267,7 +267,8 @@ class Predictor(Disaggregated):
         wait, dp = p.get("batch_wait"), p["layout"].ep
         wait = None if not wait or dp > 1 else (wait[0], wait[1] * inst.budget)
         balance = (dp, *p["adp_balance"]) if p.get("adp_balance") and dp > 1 else None
-        r = self.closed(inst, p["concurrency"], isl, osl, prefill=PREFILL.get(p.get("engine"), "chunked"),
+        r = self.closed(inst, p["concurrency"], isl, osl,
+                        prefill=p.get("prefill") or PREFILL.get(p.get("engine"), "chunked"),
                         slots=slots, tokens=tokens, wait=wait, balance=balance,
                         profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"),
                         recv=p.get("recv"), ahead=ahead)

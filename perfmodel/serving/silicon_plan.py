@@ -364,6 +364,9 @@ def plan(df, recipes=None) -> list[dict]:
             r.update(bench)
             if why:
                 r["assumed"] = "; ".join(x for x in (r["assumed"], why) if x)
+            if PREFILL.get(row["backend"]) == "whole" and r["isl"] > r["budget"]:
+                r["prefill"] = "chunked"  # an unchunked prompt over the budget cannot have run (oversize_prompt)
+                r["assumed"] = "; ".join(x for x in (r["assumed"], oversize_prompt(r["isl"], r["budget"])) if x)
             spec = agg_speculative().get(row["id"])
             if spec is not None:  # from the configuration that ran it (agg_speculative.csv)
                 r.update(speculative=spec[0], mtp=spec[1])
@@ -427,6 +430,17 @@ def _recipe_layout(rec: dict, row, stage: str) -> tuple:
 
 
 PREFILL = ENGINE_PREFILL  # each engine's default prompt batching; the sources are in scheduler.py
+
+
+def oversize_prompt(isl: int, budget: int) -> str:
+    """What an agg TensorRT-LLM row assumes when its prompt is longer than its token budget: the engine runs prompts
+    unchunked by default (enable_chunked_prefill False) and its frontend refuses one over max_num_tokens
+    (tensorrt_llm LLM._check_arguments raises RequestError; NVIDIA/TensorRT-LLM
+    tests/unittest/llmapi test_check_arguments_rejects_oversize_without_block_reuse: "With block reuse disabled and
+    chunked prefill off, an oversized request must be rejected up front"), so a run that measured such prompts
+    chunked them, or set a larger budget that the sample does not record: chunked prompts at the budget."""
+    return (f"prompt {isl} tokens over TensorRT-LLM's max_num_tokens {budget}, which an unchunked prompt cannot run: "
+            f"chunked prefill assumed")
 
 
 def worker_budget(p: dict, lay: Layout, pool: str = "") -> int:
