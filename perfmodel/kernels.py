@@ -397,18 +397,12 @@ def _borrow_flashinfer_w4a8(ks: KernelSet, hw, root: Path, system: str) -> None:
         return
 
 
-# Where AIConfigurator has no NVLink all-to-all table, a system with the same NVLink switch fabric lends its own:
-# GB300 NVL72 and GB200 NVL72 both join 72 GPUs through fifth-generation NVLink switches at 900 GB/s per
-# direction per GPU (hardware/gb300.yaml, hardware/gb200.yaml link_bandwidth), and so do the 8 GPUs of an HGX
-# B200 or B300 (hardware/b200.yaml, b300.yaml). The kernel is the same: TensorRT-LLM tech blog 18 ("Optimizing MoE
-# Communication with One-Sided AlltoAll Over NVLink", NVIDIA/TensorRT-LLM PR #12195, 2026-03-13) introduces
-# NVLinkOneSided as "the MoE communication kernels in TensorRT LLM designed for NVLink-connected systems (DGX B200,
-# GB200 NVL72, etc.)", working "within a single NVLink domain - 8 GPUs on a DGX B200, or all 72 GPUs on a GB200
-# NVL72 rack", and "the default communication strategy within a single NVLink domain"; its factory's check
-# (tensorrt_llm/_mnnvl_utils.py supports_mnnvl) is that every NVLink is up, not a rack. Without it an HGX B200 was
-# priced by DeepEP's tables, a kernel TensorRT-LLM's CUTLASS and TRTLLM MoE backends do not run there. Hopper HGX
-# (fourth-generation NVLink, 450 GB/s a direction) has half the bandwidth, and no measurement of the kernel: it
-# keeps DeepEP's. Borrowed, and marked so.
+# Where AIConfigurator has no NVLink all-to-all table, the same fifth-generation NVLink switch fabric (900 GB/s a
+# direction per GPU: hardware/gb200.yaml, gb300.yaml, b200.yaml, b300.yaml link_bandwidth) lends GB200's: the kernel is
+# the same. TensorRT-LLM tech blog 18 (NVIDIA/TensorRT-LLM PR #12195, 2026-03-13): NVLinkOneSided is "designed for
+# NVLink-connected systems (DGX B200, GB200 NVL72, etc.)" and "the default communication strategy within a single
+# NVLink domain" (8 GPUs on a DGX B200, 72 on an NVL72 rack). Hopper (NVLink 4, half the bandwidth, no measurement of
+# the kernel) keeps DeepEP's (docs/achievable.md). Borrowed, and marked so.
 NVLINK_A2A_BORROWED = {"gb300": "gb200", "b200_sxm": "gb200", "b300_sxm": "gb200"}
 
 

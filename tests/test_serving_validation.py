@@ -76,16 +76,20 @@ def test_a_row_without_a_layout_in_its_id_whose_gpus_are_moe_tp_times_moe_ep_run
 
 def test_the_dump_rows_run_the_layout_their_configuration_entry_names_and_the_squared_rule_agrees(sample):
     """Every aggregated row of AIConfigurator's database dump has the tp, ep and dp-attn of the InferenceX entry
-    that ran it (agg_topology.csv); the 123 rows whose sample columns show the squared signature (moe_tp = moe_ep
-    = k, k^2 GPUs), decided by that rule alone, get the same k GPUs from it."""
+    that ran it (agg_topology.csv), but where the entry's script turned attention DP on itself (agg_dp: the entry
+    says dp-attn false, the script's DP_ATTENTION block true), which runs DP over the entry's tp GPUs; the 123 rows
+    whose sample columns show the squared signature (moe_tp = moe_ep = k, k^2 GPUs), decided by that rule alone,
+    get the same k GPUs from it."""
     dump = sample[sample["silicon_data_source"].str.startswith("db-dump") & (sample["mode"] == "agg")]
     topo = silicon_plan.agg_topology()
     assert len(dump) == 618 and set(dump["id"]) <= set(topo)
     rows = dump.to_dict("records")
     ran = [silicon.agg_parallel(r)[:2] for r in rows]
+    scripted = silicon_plan.agg_dp()
     for r, (tp, dp) in zip(rows, ran):
         t, _, dpa = topo[r["id"]]
-        assert dpa is None or (tp, dp) == ((1, t) if dpa else (t, 1))
+        assert dpa is None or (tp, dp) == ((1, t) if dpa or r["id"] in scripted else (t, 1)), r["id"]
+    assert sum(r["id"] in scripted for r in rows) == 9  # DeepSeek-R1 fp4 B200 (cfg82, cfg91) and fp8 H200 (cfg83)
     saved = dict(topo)
     try:
         topo.clear()  # the sample's own columns alone
