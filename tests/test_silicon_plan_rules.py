@@ -351,7 +351,7 @@ def test_the_ep_table_names_only_runs_over_their_tp_gpus_and_anything_else_is_on
     assert (sp.agg_ep(two), sp.agg_dp(two)) == ({"x1": "a"}, {"x2": "b"})
 
 
-def test_a_script_that_turns_attention_dp_on_itself_runs_dp_whatever_the_sample_says(sample):
+def test_a_script_that_turns_attention_dp_on_itself_runs_dp_whatever_the_sample_says(sample, monkeypatch):
     """dsr1_fp4_b200_trt_slurm.sh@e06929c70 decides DP_ATTENTION from ISL, OSL and CONC (at tp 8 and 8k/1k: on above
     32 clients) and writes `enable_attention_dp: $DP_ATTENTION` into the engine options; the sample keeps the
     configuration's attention_dp_size 1. The 128-client run ran attention DP over its 8 GPUs, the 32-client one
@@ -367,6 +367,13 @@ def test_a_script_that_turns_attention_dp_on_itself_runs_dp_whatever_the_sample_
     for rid in sp.agg_dp():  # each over the GPUs the sample gives it
         r = _one(sample, rid).iloc[0]
         assert sp.agg_parallel(r)[:2] == (1, int(r["tp_size"])) and int(r["tp_size"]) in (4, 8), rid
+    # a listed row of one GPU has no DP to turn on, and says nothing; one of two GPUs runs DP over both
+    one = {"id": "x1", "tp_size": 1.0, "attention_dp_size": 1.0, "moe_tp_size": 1.0, "moe_ep_size": 1.0}
+    with monkeypatch.context() as mp:
+        mp.setattr(sp, "agg_dp", lambda: {"x1": "e", "x2": "e"})
+        assert sp.agg_parallel(one) == (1, 1, "")
+        t, d, note = sp.agg_parallel({**one, "id": "x2", "tp_size": 2.0})
+        assert (t, d) == (1, 2) and "over its 2 GPUs" in note
     other = "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x8192_c32_tp8_ep1_884"
     assert other not in sp.agg_dp() and sp.agg_parallel(_one(sample, other).iloc[0])[:2] == (8, 1)
 
