@@ -93,9 +93,9 @@ def forced_ep(mirror, spec):
     return None
 
 
-def script_dp(mirror, spec, isl, osl, conc, tp, var="DP_ATTENTION"):
-    """DP_ATTENTION (or `var`, as a string) as the script's own decision block sets it for the row (bash, only its
-    assignments and tests), or None where the script has no such block."""
+def script_var(mirror, spec, var, isl, osl, conc, tp):
+    """`var` (DP_ATTENTION, EP_SIZE) as the script's own decision block sets it for the row (bash, only its
+    assignments and tests), a string, or None where the script has no such block."""
     lines = (read(mirror, spec) or "").splitlines()
     a = next((i for i, ln in enumerate(lines) if ln.startswith("# ========= Determine DP_ATTENTION")), None)
     b = next((i for i, ln in enumerate(lines)
@@ -105,12 +105,16 @@ def script_dp(mirror, spec, isl, osl, conc, tp, var="DP_ATTENTION"):
     block = "\n".join(lines[a + 1:b])
     if re.search(r"\$\(|`|\beval\b|>|\bsource\b|\.\s", block):  # only assignments and tests are run
         return None
-    r = subprocess.run(["bash", "-c", block + f'\necho "${var}"'], capture_output=True, text=True,
+    r = subprocess.run(["bash", "-c", block + f'\necho "${{{var}}}"'], capture_output=True, text=True,
                        env={"ISL": str(isl), "OSL": str(osl), "CONC": str(conc), "TP": str(tp),
                             "PATH": "/usr/bin:/bin"})
-    if r.returncode != 0:
-        return None
-    return r.stdout.strip() == "true" if var == "DP_ATTENTION" else r.stdout.strip()
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def script_dp(mirror, spec, isl, osl, conc, tp):
+    """DP_ATTENTION as the script's own decision block sets it for the row, or None where it has no such block."""
+    v = script_var(mirror, spec, "DP_ATTENTION", isl, osl, conc, tp)
+    return None if v is None else v == "true"
 
 
 def block_ep(mirror, spec):
@@ -148,7 +152,7 @@ def main(mirror, out):
             found.append((r.id, "dp", seen[r.script] + "; the script's DP_ATTENTION block: true"))
             continue
         if "decision block" in seen[r.script]:
-            ep = script_dp(mirror, r.script, *shape, var="EP_SIZE")
+            ep = script_var(mirror, r.script, "EP_SIZE", *shape)
             if ep != str(int(r.tp_size)) or int(r.tp_size) < 2:
                 continue
             found.append((r.id, "tp", seen[r.script] + f"; the block: EP_SIZE={ep}, DP_ATTENTION false"))
