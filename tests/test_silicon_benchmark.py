@@ -223,7 +223,7 @@ def test_disagg_rows_that_ran_an_srt_slurm_recipe_are_planned_with_sa_bench_s_re
     rec = silicon.recipe_workers()
     sa = [p for i, p in disagg_plans.items() if i in rec and "NVIDIA/srt-slurm@" in rec[i]["source"]]
     other = [p for i, p in disagg_plans.items() if not (i in rec and "NVIDIA/srt-slurm@" in rec[i]["source"])]
-    assert len(sa) == 821 and len(other) == len(disagg_plans) - 821
+    assert len(sa) == 821 + 46 and len(other) == len(disagg_plans) - 821 - 46  # + the next day's recipes
     assert all((p["profile"], p["spread"]) == (10, 0.8) for p in sa)
     assert not any("profile" in p or "spread" in p for p in other)
     mtp = [p for p in sa if p.get("speculative") == "mtp" and p["model"] in silicon.MTP_PRICED]
@@ -296,10 +296,15 @@ def test_rows_that_ran_tep_hold_whole_experts_in_their_tp_group(sample_plans, di
         if p["status"] != "ok" or i not in rec:
             continue
         src = rec[i]["source"]
-        assert (p["decode_layout"].experts == "ep") == bool(silicon_plan.re.search(r"_gen\d+_tep\d+_", src)), i
+        assert (p["decode_layout"].experts == "ep") == bool(silicon_plan.re.search(r"_gen\d+_?tep\d+_", src)), i
         assert p["layout"].experts == "tp"
     assert silicon_plan.tep_decode("recipes/trtllm/gb300-fp4/1k1k/mtp/ctx1_gen4_tep8_batch8_eplb0_mtp3.yaml")
     assert not silicon_plan.tep_decode("recipes/trtllm/gb200-fp4/1k8k/stp/ctx1_gen1_dep32_batch64_eplb0_mtp0.yaml")
+    # the Kimi-K2.5 and GLM-5 recipes write the pool and its layout together (ctx1dep4_gen5tep4_...)
+    assert silicon_plan.tep_decode("recipes/kimi2.5/trtllm_dynamo/disagg/gb200Nvfp4/ISL8K_OSL1K/STP/"
+                                   "ctx1dep4_gen5tep4_batch16_allconc_eplb0_mtp0.yaml")
+    assert not silicon_plan.tep_decode("recipes/GLM5/disagg/trtllm_dynamo/gb200_nvfp4/ISL1K_OSL1K/STP/"
+                                       "ctx1dep4_gen1dep32_batch32_eplb0_mtp0.yaml")
 
 
 @pytest.mark.parametrize("row, tp, dp, want", [

@@ -188,9 +188,9 @@ def test_every_row_of_the_shipped_limits_table_is_a_disaggregated_row_of_the_sam
     the plan (silently keeping the defaults), so every row names the backend the sample records."""
     t = sp.disagg_limits()
     rows = sample.set_index("id")
-    assert len(t) == 1331 and set(t) <= set(rows.index)
+    assert len(t) == 1331 + 46 and set(t) <= set(rows.index)  # + the GLM-5 and Kimi-K2.5 rows' next-day recipes
     assert all(rows.loc[i, "mode"] == "disagg" and eng == rows.loc[i, "backend"] for i, (eng, _) in t.items())
-    assert sum(bool(lim) for _, lim in t.values()) == 996 + 169  # the rows with at least one limit
+    assert sum(bool(lim) for _, lim in t.values()) == 996 + 169 + 46  # the rows with at least one limit
 
 
 def test_a_plan_refuses_limits_read_under_another_engine_s_names(sample, monkeypatch):
@@ -402,7 +402,7 @@ def test_a_disaggregated_recipe_that_sets_no_kv_cache_dtype_leaves_an_unquantize
 
 def test_the_disagg_kv_table_has_both_workers_for_each_row_and_an_empty_one_is_one_line(tmp_path):
     t = sp.disagg_kv()
-    assert len(t) == 1147 and set(t.values()) == {("auto", "auto", "recipe"), ("fp8", "fp8", "recipe"),
+    assert len(t) == 1147 + 46 and set(t.values()) == {("auto", "auto", "recipe"), ("fp8", "fp8", "recipe"),
                                                   ("fp8_e4m3", "fp8_e4m3", "recipe"), ("auto", "auto", "uniform")}
     head = "id,engine,prefill_kv_dtype,decode_kv_dtype,read,evidence"
     with pytest.raises(SpecError, match="row x1: empty"):

@@ -224,7 +224,7 @@ def tep_decode(source: str) -> bool:
     """Whether a disagg row's recipe ran its decode workers TEP: srt-slurm's TensorRT-LLM recipes name the decode
     workers gen<n>_tep<k> (attention tensor-parallel over k GPUs, the experts expert-parallel over them; the
     InferenceX yaml's decode entry: tp k, ep k, dp-attn false) or gen<n>_dep<k> (attention DP)."""
-    return re.search(r"_gen\d+_tep\d+_", str(source)) is not None
+    return re.search(r"_gen\d+_?tep\d+_", str(source)) is not None
 
 
 def agg_parallel(row) -> tuple:
