@@ -218,13 +218,17 @@ def disagg_plans():
 
 def test_disagg_rows_that_ran_an_srt_slurm_recipe_are_planned_with_sa_bench_s_requests(disagg_plans):
     """sa-bench (srt-slurm's bench.sh) measured 10 N requests with lengths drawn from [0.8 L, L]: every row whose
-    workers come from an srt-slurm recipe gets those; a row launched otherwise (InferenceX's own Dynamo scripts) or
-    with recorded workers keeps the 20 fixed-length rounds; an MTP row keeps fixed lengths and says so."""
-    rec = silicon.recipe_workers()
-    sa = [p for i, p in disagg_plans.items() if i in rec and "NVIDIA/srt-slurm@" in rec[i]["source"]]
-    other = [p for i, p in disagg_plans.items() if not (i in rec and "NVIDIA/srt-slurm@" in rec[i]["source"])]
-    assert len(sa) == 821 + 46 and len(other) == len(disagg_plans) - 821 - 46  # + the next day's recipes
-    assert all((p["profile"], p["spread"]) == (10, 0.8) for p in sa)
+    workers come from an srt-slurm recipe gets those, and so does every row whose recipe (read for its limits, the
+    InferenceX copies of srt-slurm's recipes and the database dump's runs with recorded workers included) names
+    sa-bench as its benchmark; a row launched otherwise (InferenceX's own Dynamo scripts) keeps the 20 fixed-length
+    rounds; an MTP row keeps fixed lengths and says so."""
+    rec, st = silicon.recipe_workers(), silicon_plan.disagg_settings()
+    by_workers = {i for i in disagg_plans if i in rec and "NVIDIA/srt-slurm@" in rec[i]["source"]}
+    by_recipe = {i for i in disagg_plans if i in st and st[i]["benchmark"] == "sa-bench"}
+    sa = [p for i, p in disagg_plans.items() if i in by_workers | by_recipe]
+    other = [p for i, p in disagg_plans.items() if i not in by_workers | by_recipe]
+    assert len(by_workers) == 821 + 46 and len(by_recipe - by_workers) == 108 + 166  # copies, recorded workers
+    assert all((p["profile"], p["spread"]) == (10, 0.8) for p in sa if p["status"] == "ok")
     assert not any("profile" in p or "spread" in p for p in other)
     mtp = [p for p in sa if p.get("speculative") == "mtp" and p["model"] in silicon.MTP_PRICED]
     assert mtp and all("speculative steps are simulated at one length" in p["assumed"] for p in mtp)
@@ -346,3 +350,26 @@ def test_an_impl_profile_s_overlap_schedule_is_true_or_false_and_a_bad_one_is_na
     for bad in ("yes", 1, None):
         with pytest.raises(SpecError, match="overlap_schedule"):
             impl_from_dict(dict(base, overlap_schedule=bad), "x.yaml")
+
+
+def test_a_disagg_decode_worker_that_takes_requests_every_k_loops_makes_them_wait_and_says_nothing_else(monkeypatch):
+    """SGLang's --scheduler-recv-interval on a disaggregated decode worker: every simulation of that worker gets
+    it (the split's and the answer's), none of the prefill worker's does; a busy decode worker then sees a request
+    up to k - 1 of its iterations late, so TTFT is longer and the request rate no higher. (With sa-bench's drawn
+    lengths: requests of one length finish together, and an emptied worker takes the next ones at once.)"""
+    s = silicon.load()
+    p = [q for q in silicon.plan(s[s["mode"] == "disagg"].head(40)) if q["status"] == "ok"][0]
+    p = dict(p, isl=512, osl=64, concurrency=16, prefill_workers=1, decode_workers=1, spread=0.8, profile=10)
+    calls = []
+    orig = silicon.Predictor.closed
+
+    def closed(self, inst, n, isl, osl, **k):
+        calls.append((osl, k.get("recv")))
+        return orig(self, inst, n, isl, osl, **k)
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    base = silicon.Predictor("achievable")(p)
+    calls.clear()
+    held = silicon.Predictor("achievable")(dict(p, decode_recv=10))
+    assert {r for o, r in calls if o > 1} == {10} and {r for o, r in calls if o == 1} == {None}
+    assert held["ttft_s"] > base["ttft_s"] and held["request_rate"] <= base["request_rate"] * (1 + 1e-9)

@@ -1,5 +1,6 @@
 """How `validate --serving` reads a measured row into a deployment (serving/silicon_plan.py): counts, clients, the
 worker layout and where its experts sit, the workers of a disaggregated row, and what it says it assumed."""
+import collections
 import dataclasses
 import math
 from types import SimpleNamespace
@@ -419,3 +420,35 @@ def test_the_kv_table_has_a_value_for_each_row_it_lists_and_an_empty_one_is_one_
     bad = _table(tmp_path / "agg_kv.csv", "id,kv_cache_dtype,evidence", "x1,,somewhere")
     with pytest.raises(SpecError, match="row x1: empty"):
         sp.agg_kv(bad)
+
+
+def test_the_disagg_settings_table_reads_each_recipe_s_benchmark_and_sglang_decode_interval(tmp_path):
+    """Every recipe read ran sa-bench at its defaults (10 rounds of N prompts, lengths from 0.8 L); the SGLang ones
+    that set --scheduler-recv-interval on their decode workers set 10 (the low-latency recipes), the others leave
+    SGLang's 1, and a TensorRT-LLM row has none. A bad value is refused in one line."""
+    t = sp.disagg_settings()
+    assert len(t) == 1129 and {(v["benchmark"], v["profile"], v["spread"]) for v in t.values()} == {("sa-bench", 10, 0.8)}
+    assert sorted(collections.Counter(v["recv"] for v in t.values()).items(), key=str) == [(1, 254), (10, 51),
+                                                                                            (None, 824)]
+    head = "id,benchmark,rounds,spread,decode_recv_interval,evidence"
+    with pytest.raises(SpecError, match="row x1: '0' is not a whole number >= 1"):
+        sp.disagg_settings(_table(tmp_path / "a.csv", head, "x1,sa-bench,10,0.8,0,somewhere"))
+    with pytest.raises(SpecError, match="row x2: 'ten' is not a whole number >= 1"):
+        sp.disagg_settings(_table(tmp_path / "b.csv", head, "x2,sa-bench,ten,0.8,,somewhere"))
+    with pytest.raises(SpecError, match="row x3: '1.5' is not a share in"):
+        sp.disagg_settings(_table(tmp_path / "c.csv", head, "x3,sa-bench,10,1.5,,somewhere"))
+    other = sp.disagg_settings(_table(tmp_path / "d.csv", head, "x4,aiperf,,,,somewhere"))
+    assert other == {"x4": {"benchmark": "aiperf", "profile": None, "spread": None, "recv": None}}
+
+
+def test_an_sglang_disagg_row_carries_its_decode_recv_interval_and_only_above_one(sample):
+    """The low-latency recipe gb300-fp4/8k1k/low_latency.yaml sets scheduler-recv-interval 10 on its decode workers:
+    the plan passes it on; a row whose recipe leaves the default (1), and a TensorRT-LLM row, carry none."""
+    t = sp.disagg_settings()
+    ten = "2026_03_25_deepseek_r1_gb300_sglang_fp4_disagg_8192x1024_c4_tp4_0_ep1_0_776"
+    one = next(i for i, v in t.items() if v["recv"] == 1)
+    trt = "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_disagg_1024x1024_c288_tp8_0_ep8_0_353"
+    by = {p["id"]: p for p in silicon.plan(sample[sample["id"].isin([ten, one, trt])])}
+    assert by[ten]["status"] == "ok" and by[ten]["decode_recv"] == 10
+    assert by[one]["status"] == "ok" and "decode_recv" not in by[one]
+    assert "decode_recv" not in by[trt]

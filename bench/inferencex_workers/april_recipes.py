@@ -19,7 +19,8 @@ GPUs and attention DP, or the row is left out; `speculative` is then `mtp|none`,
 backend is written only where they all agree. No measured TTFT, TPOT or throughput is read.
 
 Writes (atomically, replacing earlier rows of these ids; other rows untouched, order kept):
-  disagg_workers.csv, disagg_limits.csv, disagg_kv.csv, moe_backends.csv (perfmodel/measure/data/inferencex/).
+  disagg_workers.csv, disagg_limits.csv, moe_backends.csv (perfmodel/measure/data/inferencex/). Their KV-cache
+  dtype and benchmark follow from the limits' evidence: run kv_dtype.py and settings.py after it.
 
 Run: .venv/bin/python bench/inferencex_workers/april_recipes.py
 """
@@ -33,10 +34,8 @@ import sys
 
 import yaml
 
-from perfmodel.fileio import write_text
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from limits import DATA, SRT, node_get, node_path, show  # noqa: E402
+from limits import DATA, SRT, node_path, show, write_table  # noqa: E402
 
 SAMPLE = os.path.join(DATA, '..', 'aiconfigurator', 'silicon_sample.csv')
 SETS = {'moonshotai/Kimi-K2.5': ('ed40e8ec', 'recipes/kimi2.5/trtllm_dynamo/disagg/gb200Nvfp4/'),
@@ -50,16 +49,19 @@ def recipe(commit, path):
     txt = show(SRT, commit, path)
     root = yaml.compose(txt)
     f = {}
-    for key, p in (('prefill_workers', ('resources', 'prefill_workers')), ('decode_workers', ('resources', 'decode_workers')),
-                   ('prefill_gpus', ('resources', 'gpus_per_prefill')), ('decode_gpus', ('resources', 'gpus_per_decode')),
+    for key, p in (('prefill_workers', ('resources', 'prefill_workers')),
+                   ('decode_workers', ('resources', 'decode_workers')),
+                   ('prefill_gpus', ('resources', 'gpus_per_prefill')),
+                   ('decode_gpus', ('resources', 'gpus_per_decode')),
                    ('isl', ('benchmark', 'isl')), ('osl', ('benchmark', 'osl')), ('bench', ('benchmark', 'type')),
                    ('concurrencies', ('benchmark', 'concurrencies'))):
         f[key] = node_path(root, p)
     for role in ('prefill', 'decode'):
         base = ('backend', 'trtllm_config', role)
         for key, p in (('dp_attn', ('enable_attention_dp',)), ('max_batch', ('max_batch_size',)),
-                       ('max_tokens', ('max_num_tokens',)), ('mem_fraction', ('kv_cache_config', 'free_gpu_memory_fraction')),
-                       ('kv', ('kv_cache_config', 'dtype')), ('moe', ('moe_config', 'backend')),
+                       ('max_tokens', ('max_num_tokens',)),
+                       ('mem_fraction', ('kv_cache_config', 'free_gpu_memory_fraction')),
+                       ('moe', ('moe_config', 'backend')),
                        ('mtp', ('speculative_config', 'decoding_type'))):
             f[f'{role}_{key}'] = node_path(root, base + p)
     return f
@@ -79,7 +81,7 @@ def main():
         files = subprocess.run(['git', '-C', SRT, 'show', '--name-only', '--format=', commit], capture_output=True,
                                text=True, check=True).stdout.split()
         recipes[model] = [(full, p, recipe(full, p)) for p in files if p.startswith(d) and p.endswith('.yaml')]
-    workers, limits, kvs, moes, skipped = [], [], [], [], collections.Counter()
+    workers, limits, moes, skipped = [], [], [], collections.Counter()
     for r in rows.to_dict('records'):
         conc = re.search(r'silicon_concurrency=(\d+)', r['silicon_data_source']).group(1)
         cands = [(c, p, f) for c, p, f in recipes[r['model_path']]
@@ -103,7 +105,8 @@ def main():
         workers.append({'id': r['id'], 'prefill_workers': f0['prefill_workers'][0],
                         'decode_workers': f0['decode_workers'][0], 'prefill_gpus': f0['prefill_gpus'][0],
                         'prefill_dp_attn': f0['prefill_dp_attn'][0], 'decode_gpus': f0['decode_gpus'][0],
-                        'decode_dp_attn': f0['decode_dp_attn'][0], 'speculative': 'mtp|none' if len(spec) > 1 else spec[0],
+                        'decode_dp_attn': f0['decode_dp_attn'][0],
+                        'speculative': 'mtp|none' if len(spec) > 1 else spec[0],
                         'note': NOTE, 'source': src})
 
         def agreed(key):
@@ -119,18 +122,12 @@ def main():
             if v is not None:
                 ev.append(f'{col}=NVIDIA/srt-slurm@{c0[:12]}:{p0}#L{line}')
         limits.append({**lim, 'evidence': '; '.join(ev), 'note': f'{n} candidates agree'})
-        (pk, pl), (dk, dl) = agreed('prefill_kv'), agreed('decode_kv')
-        if pk and dk:
-            kvs.append({'id': r['id'], 'engine': 'trtllm', 'prefill_kv_dtype': pk, 'decode_kv_dtype': dk, 'read': 'recipe',
-                        'evidence': f'prefill: NVIDIA/srt-slurm@{c0[:12]}:{p0}#L{pl}; '
-                                    f'decode: NVIDIA/srt-slurm@{c0[:12]}:{p0}#L{dl}'})
         (pm, _), (dm, _) = agreed('prefill_moe'), agreed('decode_moe')
         if pm or dm:
             moes.append({'id': r['id'], 'prefill_moe_backend': pm or '', 'decode_moe_backend': dm or '',
                          'evidence': f'NVIDIA/srt-slurm@{c0[:12]}:{p0} backend.trtllm_config.{{prefill,decode}}'
                                      '.moe_config.backend'})
-    for name, new in (('disagg_workers.csv', workers), ('disagg_limits.csv', limits), ('disagg_kv.csv', kvs),
-                      ('moe_backends.csv', moes)):
+    for name, new in (('disagg_workers.csv', workers), ('disagg_limits.csv', limits), ('moe_backends.csv', moes)):
         path = os.path.join(DATA, name)
         with open(path, newline='', encoding='utf-8') as f:
             text = f.read()
@@ -139,11 +136,7 @@ def main():
         eol = '\r\n' if '\r\n' in text[:4096] else '\n'  # each table keeps its own line ends
         ids = {x['id'] for x in new}
         out = [x for x in old if x['id'] not in ids] + sorted(new, key=lambda x: x['id'])
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, cols, lineterminator=eol)
-        w.writeheader()
-        w.writerows(out)
-        write_text(path, buf.getvalue())  # atomic (perfmodel.fileio)
+        write_table(path, cols, out, eol)  # atomic
         print(name, 'rows', len(out), 'of them new or replaced', len(new))
     print('sample rows', len(rows), 'matched', len(workers), 'left out', dict(skipped))
     print(collections.Counter((w['speculative'], w['prefill_workers'], w['decode_workers'], w['decode_gpus'],

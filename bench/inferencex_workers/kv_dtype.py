@@ -19,19 +19,15 @@ No measured TTFT, TPOT or throughput is read.
 
 Run: .venv/bin/python bench/inferencex_workers/kv_dtype.py
 """
-import csv
 import collections
-import io
 import os
-import re
 import sys
 
 import yaml
 
-from perfmodel.fileio import write_text
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from limits import DATA, IX, SRT, node_get, node_path, show  # noqa: E402
+from limits import (DATA, RECIPE_REPOS as REPOS, SRT, node_get, node_path, one_recipe_rows, show,  # noqa: E402
+                    write_table)
 
 OUT = os.path.join(DATA, 'disagg_kv.csv')
 COLS = ['id', 'engine', 'prefill_kv_dtype', 'decode_kv_dtype', 'read', 'evidence']
@@ -39,8 +35,6 @@ UNIFORM = {'h100_sxm': 'recipes/h100', 'h200_sxm': 'recipes/h200'}  # SGLang rec
 SECTIONS = {'trtllm_config': ('trtllm', [('kv_cache_config', 'dtype')]),
             'sglang_config': ('sglang', [('kv-cache-dtype',), ('kv_cache_dtype',)]),
             'vllm_config': ('vllm', [('kv-cache-dtype',), ('kv_cache_dtype',)])}
-REPOS = {'NVIDIA/srt-slurm': SRT, 'SemiAnalysisAI/InferenceX': IX}
-RECIPE = re.compile(r'=(NVIDIA/srt-slurm|SemiAnalysisAI/InferenceX)@(\w+):([^#;\s]+\.yaml)#L\d+')
 
 
 def recipe_kv(repo, commit, path):
@@ -96,14 +90,9 @@ def uniform(done):
 
 
 def main():
-    rows = list(csv.DictReader(open(os.path.join(DATA, 'disagg_limits.csv'), newline='', encoding='utf-8')))
-    out, skipped = [], collections.Counter()
-    for r in rows:
-        srcs = {(a, b, c) for a, b, c in RECIPE.findall(r['evidence']) if not c.endswith('nvidia-master.yaml')}
-        if len(srcs) != 1:
-            skipped['no recipe' if not srcs else 'several recipes'] += 1
-            continue
-        repo, commit, path = srcs.pop()
+    out, skipped, rows = [], collections.Counter(), 0
+    for r, repo, commit, path in one_recipe_rows(skipped):
+        rows += 1
         engine, kv = recipe_kv(repo, commit, path)
         if engine is None:
             skipped[kv.split(':')[-1].strip()] += 1
@@ -119,12 +108,8 @@ def main():
         out.append({'id': r['id'], 'engine': engine, 'prefill_kv_dtype': kv['prefill'][0],
                     'decode_kv_dtype': kv['decode'][0], 'read': 'recipe', 'evidence': '; '.join(ev)})
     out += uniform({x['id'] for x in out})
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, COLS, lineterminator='\n')
-    w.writeheader()
-    w.writerows(out)
-    write_text(OUT, buf.getvalue())  # atomic (perfmodel.fileio)
-    print('rows', len(rows), 'written', len(out), 'left out', dict(skipped))
+    write_table(OUT, COLS, out)  # atomic
+    print('rows', rows + sum(skipped.values()), 'written', len(out), 'left out', dict(skipped))
     print(sorted(collections.Counter((x['engine'], x['prefill_kv_dtype'], x['decode_kv_dtype'], x['read'])
                                      for x in out).items()))
 

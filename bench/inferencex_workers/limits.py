@@ -48,6 +48,36 @@ ENV = {'prefill_max_batch': 'PREFILL_MAX_BATCH_SIZE', 'prefill_max_tokens': 'PRE
 _show = {}
 
 
+# a recipe named in disagg_limits.csv's evidence (kv_dtype.py and settings.py read each row's one recipe again)
+RECIPE_REPOS = {'NVIDIA/srt-slurm': SRT, 'SemiAnalysisAI/InferenceX': IX}
+RECIPE_EVIDENCE = re.compile(r'=(NVIDIA/srt-slurm|SemiAnalysisAI/InferenceX)@(\w+):([^#;\s]+\.yaml)#L\d+')
+
+
+def one_recipe_rows(skipped):
+    """(row, repo, commit, path) for each row of disagg_limits.csv whose limits were read from one recipe other than
+    nvidia-master.yaml; the others are counted in `skipped` (a Counter) as 'no recipe' or 'several recipes'."""
+    with open(os.path.join(DATA, 'disagg_limits.csv'), newline='', encoding='utf-8') as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        srcs = {(a, b, c) for a, b, c in RECIPE_EVIDENCE.findall(r['evidence']) if not c.endswith('nvidia-master.yaml')}
+        if len(srcs) != 1:
+            skipped['no recipe' if not srcs else 'several recipes'] += 1
+            continue
+        yield (r, *srcs.pop())
+
+
+def write_table(path, cols, rows, eol='\n'):
+    """One CSV of the data folder, written atomically (perfmodel.fileio.write_text)."""
+    import io
+
+    from perfmodel.fileio import write_text
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, cols, lineterminator=eol)
+    w.writeheader()
+    w.writerows(rows)
+    write_text(path, buf.getvalue())
+
+
 def show(repo, commit, path):
     k = (repo, commit, path)
     if k not in _show:

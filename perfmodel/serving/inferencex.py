@@ -295,6 +295,37 @@ def disagg_kv(path=None) -> dict:
                        lambda v: f"{v[2]!r} is not recipe or uniform")])
 
 
+DISAGG_SETTINGS = DATA / "disagg_settings.csv"
+_DISAGG_SETTINGS: dict = {}
+
+
+def disagg_settings(path=None) -> dict:
+    """id -> {"benchmark", "profile", "spread", "recv"} of a disaggregated InferenceX row, from the one recipe it ran
+    (bench/inferencex_workers/settings.py): the recipe's benchmark type; for sa-bench its measured rounds of N
+    prompts (num_prompts_mult, 10 by default) and the share of each length its draws start from
+    (random_range_ratio, 0.8 by default), else None; for SGLang its decode workers' --scheduler-recv-interval (1
+    where the recipe sets none), else None. Rows without one recipe are absent."""
+    def whole(x: str) -> bool:
+        return x.isdigit() and int(x) >= 1
+
+    def share(x: str) -> bool:
+        return 0.0 < _num(x) <= 1.0
+
+    sa = lambda v: v["benchmark"] == "sa-bench"  # noqa: E731
+    return _id_table(path, DISAGG_SETTINGS, _DISAGG_SETTINGS, dict,
+                     [("rounds", lambda v: sa(v) and not whole(v["rounds"]),
+                       lambda v: f"{v['rounds']!r} is not a whole number >= 1"),
+                      ("spread", lambda v: sa(v) and not share(v["spread"]),
+                       lambda v: f"{v['spread']!r} is not a share in (0, 1]"),
+                      ("decode_recv_interval", lambda v: v["decode_recv_interval"] != "" and
+                       not whole(v["decode_recv_interval"]),
+                       lambda v: f"{v['decode_recv_interval']!r} is not a whole number >= 1")],
+                     keep=lambda v: {"benchmark": v["benchmark"],
+                                     "profile": int(v["rounds"]) if sa(v) else None,
+                                     "spread": float(v["spread"]) if sa(v) else None,
+                                     "recv": int(v["decode_recv_interval"]) if v["decode_recv_interval"] else None})
+
+
 DRAFTS = DATA / "mtp_drafts.csv"
 _DRAFTS: dict = {}
 

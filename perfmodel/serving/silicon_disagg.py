@@ -57,6 +57,11 @@ class Disaggregated:
         # a request's drafts count against the decode worker's max_num_tokens whether or not their speedup is priced
         drafts = int(p["mtp"]) if p.get("speculative") == "mtp" and p.get("mtp") else 0
         ahead = self.ahead(p)  # the decode worker's overlap scheduler (the prefill worker's: not simulated)
+        # SGLang's decode worker takes a new request off its socket every `recv` loops (its recipe's
+        # --scheduler-recv-interval; fastsim.run's recv). The wait comes before the prompt runs there (the prefill
+        # worker starts a request once the decode worker has taken it and reserved its cache); simulated at the
+        # decode worker, where the same wait adds to the request's time after the transfer instead
+        recv = p.get("decode_recv")
         if self.mtp_priced(p):  # the decode worker runs the recipe's drafts
             dec = self.speculative(dec, int(p["mtp"]), isl, osl)
             osl = dec.cost.steps()
@@ -74,7 +79,8 @@ class Disaggregated:
             c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d, pslots)
             c_d = max(1, round((N - c_p * Wp) / Wd))
             a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **quick)
-            b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, **quick)
+            b = (self.closed(dec, c_d, isl, osl, prefilled=True, slots=slots, tokens=tokens, ahead=ahead, recv=recv,
+                             **quick)
                  if osl > 1 else None)
             x_p, x_d = Wp * c_p / (a["stage"] + move), (Wd * b["rate"] if b else math.inf)
             if not math.isfinite(x_d) or abs(math.log(x_p / x_d)) <= 0.05:
@@ -95,7 +101,7 @@ class Disaggregated:
         prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
                             lambda r, c: Wp * c / (r["stage"] + move))  # each client also waits the transfer
         decode = self.pool(lambda c: self.closed(dec, c, isl, osl, prefilled=True, slots=slots, tokens=tokens,
-                                                 ahead=ahead, **bench), lambda r, c: Wd * r["rate"])
+                                                 ahead=ahead, recv=recv, **bench), lambda r, c: Wd * r["rate"])
         u_p = self.balance(N, Wp, Wd, c_p, prefill, decode)
         x_p, f_p = prefill(u_p)
         x_d, f_d = decode((N - Wp * u_p) / Wd)

@@ -20,7 +20,7 @@ from .inferencex import (  # noqa: F401 (re-exported: the tables the plan reads)
     _LIMITS, LIMIT_KEYS, disagg_limits, AGG_SPECULATIVE, _AGG_SPECULATIVE, MTP_PRICED, agg_speculative,
     AGG_TOPOLOGY, _AGG_TOPOLOGY, agg_topology, AGG_CONFIG, _AGG_CONFIG, ENGINE_LIMITS, ADP_TIMEOUT_ITERS,
     ADP_BATCHING_WAIT_ITERS, agg_config, benchmark_settings, DRAFTS, _DRAFTS, mtp_drafts, _drafts, AGG_KV, _AGG_KV,
-    KV_UNQUANTIZED, agg_kv, disagg_kv, AGG_EP, _AGG_EP, agg_ep, agg_dp, NSA_MODELS, SM90,
+    KV_UNQUANTIZED, agg_kv, disagg_kv, AGG_EP, _AGG_EP, agg_ep, agg_dp, NSA_MODELS, SM90, disagg_settings,
 )
 from .silicon_report import MAX_FILE_BYTES, WORKERS_ASSUMED
 
@@ -389,12 +389,6 @@ def plan(df, recipes=None) -> list[dict]:
                 wp, wd = rec["prefill_workers"], rec["decode_workers"]
                 (tp_p, dp_p), (tp_d, dp_d) = (_recipe_layout(rec, row, s) for s in ("prefill", "decode"))
                 r.update(workers="recipe", speculative=rec["speculative"], mtp=rec["mtp"])
-                if "NVIDIA/srt-slurm@" in rec["source"]:  # sa-bench's requests
-                    r.update(SA_BENCH)
-                    if rec["speculative"] == "mtp" and name in MTP_PRICED:
-                        r["assumed"] = "; ".join(x for x in (r["assumed"], "lengths fixed at ISL and OSL (the benchmark "
-                                                             f"drew them from {SA_BENCH['spread']:g} x each): speculative "
-                                                             "steps are simulated at one length") if x)
             else:
                 tp_p, dp_p = row["prefill_tp_size"], row["prefill_attention_dp_size"]
                 tp_d, dp_d = row["decode_tp_size"], row["decode_attention_dp_size"]
@@ -413,6 +407,17 @@ def plan(df, recipes=None) -> list[dict]:
                     raise SpecError(str(LIMITS), "engine", f"row {row['id']}: {lim[0]}'s limits for a "
                                                            f"{row['backend']} run")
                 r.update(lim[1])
+            st = disagg_settings().get(row["id"])  # the recipe it ran, whoever recorded its workers
+            if (st is not None and st["benchmark"] == "sa-bench") or (rec is not None and
+                                                                        "NVIDIA/srt-slurm@" in rec["source"]):
+                bench = SA_BENCH if st is None else {"profile": st["profile"], "spread": st["spread"]}
+                r.update(bench)  # sa-bench's requests: 10 N measured, lengths drawn from [0.8 L, L]
+                if r.get("speculative") == "mtp" and name in MTP_PRICED:
+                    r["assumed"] = "; ".join(x for x in (r["assumed"], "lengths fixed at ISL and OSL (the benchmark "
+                                                         f"drew them from {bench['spread']:g} x each): speculative "
+                                                         "steps are simulated at one length") if x)
+            if st is not None and (st["recv"] or 1) > 1:  # SGLang's decode workers take new requests every k loops
+                r["decode_recv"] = st["recv"]
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
 
