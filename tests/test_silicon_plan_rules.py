@@ -439,6 +439,10 @@ def test_the_disagg_settings_table_reads_each_recipe_s_benchmark_and_sglang_deco
         sp.disagg_settings(_table(tmp_path / "c.csv", head, "x3,sa-bench,10,1.5,,somewhere"))
     other = sp.disagg_settings(_table(tmp_path / "d.csv", head, "x4,aiperf,,,,somewhere"))
     assert other == {"x4": {"benchmark": "aiperf", "profile": None, "spread": None, "recv": None}}
+    with pytest.raises(SpecError, match="row x5: '0' is not a share in"):  # a range that starts at nothing
+        sp.disagg_settings(_table(tmp_path / "e.csv", head, "x5,sa-bench,10,0,,somewhere"))
+    whole = sp.disagg_settings(_table(tmp_path / "f.csv", head, "x6,sa-bench,10,1,2,somewhere"))  # fixed lengths
+    assert whole == {"x6": {"benchmark": "sa-bench", "profile": 10, "spread": 1.0, "recv": 2}}
 
 
 def test_an_sglang_disagg_row_carries_its_decode_recv_interval_and_only_above_one(sample):
@@ -452,3 +456,12 @@ def test_an_sglang_disagg_row_carries_its_decode_recv_interval_and_only_above_on
     assert by[ten]["status"] == "ok" and by[ten]["decode_recv"] == 10
     assert by[one]["status"] == "ok" and "decode_recv" not in by[one]
     assert "decode_recv" not in by[trt]
+
+
+def test_any_decode_recv_interval_above_one_is_passed_on(sample, monkeypatch):
+    """Every interval above SGLang's default of 1 holds requests back, 2 as well as the recipes' 10."""
+    ten = "2026_03_25_deepseek_r1_gb300_sglang_fp4_disagg_8192x1024_c4_tp4_0_ep1_0_776"
+    t = dict(sp.disagg_settings())
+    t[ten] = dict(t[ten], recv=2)
+    monkeypatch.setattr(sp, "disagg_settings", lambda path=None: t)
+    assert silicon.plan(sample[sample["id"] == ten])[0]["decode_recv"] == 2

@@ -416,7 +416,7 @@ def plan(df, recipes=None) -> list[dict]:
                     r["assumed"] = "; ".join(x for x in (r["assumed"], "lengths fixed at ISL and OSL (the benchmark "
                                                          f"drew them from {bench['spread']:g} x each): speculative "
                                                          "steps are simulated at one length") if x)
-            if st is not None and (st["recv"] or 1) > 1:  # SGLang's decode workers take new requests every k loops
+            if st is not None and st["recv"] is not None and st["recv"] > 1:  # SGLang's decode workers: every k loops
                 r["decode_recv"] = st["recv"]
             r.update(layout=lp, decode_layout=ld, prefill_workers=wp, decode_workers=wd, status="ok")
     return out
