@@ -180,7 +180,11 @@ def _gpt_oss(c: _Config, fam: str, notes: list) -> dict:
     q = c.d.get("quantization_config")
     if isinstance(q, dict) and q.get("quant_method") == "mxfp4":  # modules_to_not_convert: attention, router, embeddings, head
         spec["weight_formats"] = {"experts": "mxfp4"}
-        if any("self_attn" in str(x) for x in q.get("modules_to_not_convert") or ()):
+        keep = q.get("modules_to_not_convert") or []
+        if not isinstance(keep, list):  # a bounded one-line message for a number, a string or a mapping
+            raise SpecError(c.path, "quantization_config.modules_to_not_convert",
+                            f"must be a list of module names, got {_short(keep)}")
+        if any("self_attn" in str(x) for x in keep):
             spec["weight_formats"]["attention"] = "bf16"  # the router, embeddings and head are 16-bit anyway
     notes.append(("clamped SwiGLU (swiglu_limit): the op list counts SiLU(gate) * up", 0))
     return spec

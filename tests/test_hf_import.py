@@ -421,3 +421,14 @@ def test_an_mxfp4_checkpoint_pins_its_attention_to_bf16_only_where_it_leaves_sel
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     spec, _ = hf_import.convert(str(tmp_path / "config.json"))
     assert spec["weight_formats"] == {"experts": "mxfp4"}
+
+
+@pytest.mark.parametrize("bad", [3, "model.layers.0.self_attn", {"self_attn": True}])
+def test_an_mxfp4_config_whose_unconverted_modules_are_not_a_list_is_one_error_line(tmp_path, capsys, bad):
+    """Found by the fuzz test under load seed 20: a number in modules_to_not_convert was iterated (a traceback)."""
+    cfg = json.loads(Path(fx("gpt-oss-20b")).read_text())
+    cfg["quantization_config"]["modules_to_not_convert"] = bad
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert main(["decode", "-m", str(tmp_path / "config.json"), "--batch", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "quantization_config.modules_to_not_convert" in err[0] and "list of module names" in err[0]
