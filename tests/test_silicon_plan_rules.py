@@ -430,19 +430,37 @@ def test_the_disagg_settings_table_reads_each_recipe_s_benchmark_and_sglang_deco
     assert len(t) == 1129 and {(v["benchmark"], v["profile"], v["spread"]) for v in t.values()} == {("sa-bench", 10, 0.8)}
     assert sorted(collections.Counter(v["recv"] for v in t.values()).items(), key=str) == [(1, 254), (10, 51),
                                                                                             (None, 824)]
-    head = "id,benchmark,rounds,spread,decode_recv_interval,evidence"
+    head = "id,benchmark,rounds,spread,decode_recv_interval,prefill_moe_backend,decode_moe_backend,evidence"
     with pytest.raises(SpecError, match="row x1: '0' is not a whole number >= 1"):
-        sp.disagg_settings(_table(tmp_path / "a.csv", head, "x1,sa-bench,10,0.8,0,somewhere"))
+        sp.disagg_settings(_table(tmp_path / "a.csv", head, "x1,sa-bench,10,0.8,0,,,somewhere"))
     with pytest.raises(SpecError, match="row x2: 'ten' is not a whole number >= 1"):
-        sp.disagg_settings(_table(tmp_path / "b.csv", head, "x2,sa-bench,ten,0.8,,somewhere"))
+        sp.disagg_settings(_table(tmp_path / "b.csv", head, "x2,sa-bench,ten,0.8,,,,somewhere"))
     with pytest.raises(SpecError, match="row x3: '1.5' is not a share in"):
-        sp.disagg_settings(_table(tmp_path / "c.csv", head, "x3,sa-bench,10,1.5,,somewhere"))
-    other = sp.disagg_settings(_table(tmp_path / "d.csv", head, "x4,aiperf,,,,somewhere"))
-    assert other == {"x4": {"benchmark": "aiperf", "profile": None, "spread": None, "recv": None}}
+        sp.disagg_settings(_table(tmp_path / "c.csv", head, "x3,sa-bench,10,1.5,,,,somewhere"))
+    other = sp.disagg_settings(_table(tmp_path / "d.csv", head, "x4,aiperf,,,,,,somewhere"))
+    assert other == {"x4": {"benchmark": "aiperf", "profile": None, "spread": None, "recv": None, "moe": None}}
     with pytest.raises(SpecError, match="row x5: '0' is not a share in"):  # a range that starts at nothing
-        sp.disagg_settings(_table(tmp_path / "e.csv", head, "x5,sa-bench,10,0,,somewhere"))
-    whole = sp.disagg_settings(_table(tmp_path / "f.csv", head, "x6,sa-bench,10,1,2,somewhere"))  # fixed lengths
-    assert whole == {"x6": {"benchmark": "sa-bench", "profile": 10, "spread": 1.0, "recv": 2}}
+        sp.disagg_settings(_table(tmp_path / "e.csv", head, "x5,sa-bench,10,0,,,,somewhere"))
+    whole = sp.disagg_settings(_table(tmp_path / "f.csv", head, "x6,sa-bench,10,1,2,,TRTLLM,somewhere"))
+    assert whole == {"x6": {"benchmark": "sa-bench", "profile": 10, "spread": 1.0, "recv": 2, "moe": ("", "TRTLLM")}}
+
+
+def test_a_disagg_row_without_a_moe_backends_entry_takes_the_one_its_recipe_names(sample, monkeypatch):
+    """DeepSeek-R1 fp8 runs on H100 whose workers the sample records name no MoE backend in moe_backends.csv, but
+    the recipe their limits were read from sets moe_config.backend WIDEEP for the prefill workers and CUTLASS for
+    the decode ones: the plan passes those on. A row of moe_backends.csv keeps that table's (where both name one,
+    the shipped tables agree: both read the same recipe)."""
+    t = sp.disagg_settings()
+    mine = [i for i, v in t.items() if v["moe"] == ("WIDEEP", "CUTLASS") and i not in sp.moe_backends()]
+    assert mine
+    p = silicon.plan(sample[sample["id"] == mine[0]])[0]
+    assert (p["prefill_moe_backend"], p["decode_moe_backend"]) == ("WIDEEP", "CUTLASS")
+    both = [i for i in sp.moe_backends() if i in t and t[i]["moe"]]
+    assert both and all(sp.moe_backends()[i] == t[i]["moe"] for i in both)
+    listed = both[0]
+    monkeypatch.setattr(sp, "disagg_settings", lambda path=None: {listed: dict(t[listed], moe=("CUTLASS", "CUTLASS"))})
+    q = silicon.plan(sample[sample["id"] == listed])[0]
+    assert (q["prefill_moe_backend"], q["decode_moe_backend"]) == sp.moe_backends()[listed] != ("CUTLASS", "CUTLASS")
 
 
 def test_an_sglang_disagg_row_carries_its_decode_recv_interval_and_only_above_one(sample):

@@ -8,7 +8,8 @@ other than nvidia-master.yaml), read that recipe at that commit (never infer):
     else "10"`, `b.random_range_ratio ... else "0.8"`; sa-bench/bench.sh `NUM_PROMPTS_MULT=${13:-10}`,
     `RANDOM_RANGE_RATIO=${12:-0.8}`): concurrency x 10 measured prompts, each length drawn from [0.8 L, L];
   - SGLang: backend.sglang_config.decode.scheduler-recv-interval (or scheduler_recv_interval), or 1 where the decode
-    section sets none (SGLang's default, server_args.py `scheduler_recv_interval: int = 1`).
+    section sets none (SGLang's default, server_args.py `scheduler_recv_interval: int = 1`);
+  - TensorRT-LLM: backend.trtllm_config.{prefill,decode}.moe_config.backend, empty where the recipe sets none.
 Each value with its line, or where the recipe sets none. Rows without exactly one recipe are left out. No measured
 TTFT, TPOT or throughput is read.
 
@@ -26,7 +27,8 @@ from limits import (DATA, RECIPE_REPOS as REPOS, node_get, node_path, one_recipe
                     write_table)
 
 OUT = os.path.join(DATA, 'disagg_settings.csv')
-COLS = ['id', 'benchmark', 'rounds', 'spread', 'decode_recv_interval', 'evidence']
+COLS = ['id', 'benchmark', 'rounds', 'spread', 'decode_recv_interval', 'prefill_moe_backend', 'decode_moe_backend',
+        'evidence']
 RECV = (('scheduler-recv-interval',), ('scheduler_recv_interval',))
 SA_DEFAULTS = {'rounds': ('num_prompts_mult', 10), 'spread': ('random_range_ratio', 0.8)}
 
@@ -42,6 +44,9 @@ def read(repo, commit, path, engine):
         for col, (key, default) in SA_DEFAULTS.items():
             v, line = node_path(root, ('benchmark', key))
             out[col] = (v, line) if v is not None else (default, None)
+    if engine == 'trtllm':  # TensorRT-LLM's moe_config.backend per pool (its default AUTO where it sets none)
+        for role in ('prefill', 'decode'):
+            out[f'{role}_moe_backend'] = node_path(root, ('backend', 'trtllm_config', role, 'moe_config', 'backend'))
     if engine == 'sglang':
         _, backend = node_get(root, 'backend')
         _, cfg = node_get(backend, 'sglang_config')
@@ -64,7 +69,7 @@ def main():
             skipped[why.split(':')[-1].strip()] += 1
             continue
         row, ev = {'id': r['id']}, []
-        for col in COLS[1:5]:
+        for col in COLS[1:7]:
             v, line = got.get(col, (None, None))
             row[col] = '' if v is None else v
             if v is not None:

@@ -304,7 +304,8 @@ def disagg_settings(path=None) -> dict:
     (bench/inferencex_workers/settings.py): the recipe's benchmark type; for sa-bench its measured rounds of N
     prompts (num_prompts_mult, 10 by default) and the share of each length its draws start from
     (random_range_ratio, 0.8 by default), else None; for SGLang its decode workers' --scheduler-recv-interval (1
-    where the recipe sets none), else None. Rows without one recipe are absent."""
+    where the recipe sets none), else None; for TensorRT-LLM the (prefill, decode) moe_config.backend it names
+    (moe_backends' form, "" for a pool it leaves at AUTO), else None. Rows without one recipe are absent."""
     def whole(x: str) -> bool:
         return x.isdigit() and int(x) >= 1
 
@@ -323,7 +324,9 @@ def disagg_settings(path=None) -> dict:
                      keep=lambda v: {"benchmark": v["benchmark"],
                                      "profile": int(v["rounds"]) if sa(v) else None,
                                      "spread": float(v["spread"]) if sa(v) else None,
-                                     "recv": int(v["decode_recv_interval"]) if v["decode_recv_interval"] else None})
+                                     "recv": int(v["decode_recv_interval"]) if v["decode_recv_interval"] else None,
+                                     "moe": ((v["prefill_moe_backend"], v["decode_moe_backend"])
+                                             if v["prefill_moe_backend"] or v["decode_moe_backend"] else None)})
 
 
 DRAFTS = DATA / "mtp_drafts.csv"

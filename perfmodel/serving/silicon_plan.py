@@ -348,6 +348,8 @@ def plan(df, recipes=None) -> list[dict]:
         if pins:
             r["pins"] = pins
         moe = moe_backends().get(row["id"]) if m.moe else None
+        if m.moe and moe is None and row["mode"] == "disagg":  # the recipe its limits were read from (settings.py)
+            moe = (disagg_settings().get(row["id"]) or {}).get("moe")
         if moe and all(b in MOE_BACKENDS_OF.get(row["backend"], ()) or not b for b in moe):
             # the MoE backend its script or recipe named (TensorRT-LLM's moe_config.backend, vLLM's Marlin): its
             # kernels' tables price the experts
