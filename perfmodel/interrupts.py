@@ -45,6 +45,18 @@ def clear() -> None:
     pending = 0
 
 
+def quiet_unraisable(hook):
+    """sys.unraisablehook for the command's run: an Interrupted that Python could only report as 'Exception
+    ignored in ...' (the handler ran inside an at-fork hook, a finalizer or a weakref callback; a load run caught
+    logging's _releaseLock after a worker's fork) is dropped without a traceback, since `pending` still ends the
+    run as one line; anything else goes to `hook`."""
+    def _hook(u):
+        if u.exc_type is not None and issubclass(u.exc_type, Interrupted):
+            return
+        hook(u)
+    return _hook
+
+
 def raise_pending() -> None:
     """Raise Interrupted again if a signal arrived and its exception was lost on the way (see note)."""
     if pending:

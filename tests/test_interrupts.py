@@ -94,3 +94,51 @@ def test_the_start_up_guard_is_the_first_thing_perfmodel_loads():
     before_guard = eval(first)  # noqa: S307 - our own printed list of module names
     assert before_guard[0] == "perfmodel" and set(before_guard[1:-1]) <= {"__future__", "_signal"}, before_guard
     assert numpy_loaded == "True"  # the guard came before the heavy imports, which did run
+
+
+def test_a_signal_whose_exception_python_could_only_ignore_is_still_one_line():
+    """The handler can run inside code whose exceptions Python reports as 'Exception ignored in ...' and drops: an
+    at-fork hook (a load run caught logging's _releaseLock as a worker forked), a finalizer, a weakref callback.
+    The signal is noted before it is raised, so the run still ends with exit 130 and one line, and the dropped
+    exception prints no traceback. A finalizer stands in for the hook, in a process of its own (pytest replaces
+    the unraisable hook in its own); the command puts the process's hook back when it ends."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import signal, sys
+        from perfmodel import api, interrupts
+        from perfmodel.cli import main
+
+        class Holder:
+            def __del__(self):  # where the handler happened to run: its exception cannot propagate
+                interrupts.note(signal.SIGINT)
+                raise interrupts.Interrupted(signal.SIGINT)
+
+        real = api.decode
+
+        def decode(*a, **k):
+            h = Holder()
+            del h
+            return real(*a, **k)
+
+        api.decode = decode
+        before = sys.unraisablehook
+        code = main(["decode", "--batch", "1"])
+        assert sys.unraisablehook is before
+        sys.exit(code)
+        """)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip().splitlines() == ["perfmodel: interrupted by SIGINT; output files were left as they were "
+                                             "before this run"], r.stderr
+
+
+def test_the_command_s_unraisable_hook_drops_only_interrupts():
+    from types import SimpleNamespace
+
+    from perfmodel import interrupts
+
+    seen = []
+    hook = interrupts.quiet_unraisable(lambda u: seen.append(u.exc_type))
+    hook(SimpleNamespace(exc_type=interrupts.Interrupted, exc_value=None, exc_traceback=None, err_msg=None,
+                         object=None))
+    hook(SimpleNamespace(exc_type=ValueError, exc_value=None, exc_traceback=None, err_msg=None, object=None))
+    hook(SimpleNamespace(exc_type=None, exc_value=None, exc_traceback=None, err_msg=None, object=None))
+    assert seen == [ValueError, None]

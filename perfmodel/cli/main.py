@@ -84,12 +84,15 @@ def _main(argv: Optional[list] = None) -> int:
         fileio.WRITTEN.clear()  # this run's outputs only
     interrupts.clear()
     old = _handlers()
+    hook = sys.unraisablehook
+    sys.unraisablehook = interrupts.quiet_unraisable(hook)  # a lost Interrupted is not a traceback
     try:
         return _run(argv)
     except Interrupted as e:  # arrived outside the app (while printing, or unwinding)
         return _interrupted(e.signum)
     finally:
         interrupts.clear()
+        sys.unraisablehook = hook
         for sig, h in old.items():
             signal.signal(sig, h)
 
