@@ -560,6 +560,20 @@ assert (w4[w4.act == "fp4"].latency_s.values < w4[w4.act == "bf16"].latency_s.va
 w4[["act", "batch", "latency_s", "measured_share"]]
 """),
     ("markdown", """
+Expert-parallel load balancing places copies of hot experts in extra slots (SGLang's `--ep-num-redundant-experts`,
+TensorRT-LLM's `load_balancer num_slots`): `redundant_experts=R` prices (E + R) / ep experts a device, the same tokens
+(docs/parallelism.md, "Redundant experts"). DeepSeek-R1's 256 experts do not split over SGLang's 48-rank decode
+workers; with the recipes' 32 copies they do, 6 a GPU:
+"""),
+    ("code", """
+kw4 = dict(batch=[64, 512], context=2048, weights_dtype="nvfp4", act_dtype="nvfp4", kv_dtype="fp8")
+slots = pd.concat([pm.decode("deepseek-r1", "gb200", ep=ep, redundant_experts=r, **kw4).assign(ep=ep, R=r)
+                   for ep, r in ((32, 0), (32, 32), (48, 32))])
+per = slots.groupby(["ep", "R"]).weight_bytes.first()
+assert per[(32, 32)] > per[(32, 0)] > per[(48, 32)]  # 9, 8 and 6 experts a GPU
+slots[["ep", "R", "batch", "latency_s", "weight_bytes", "fits"]]
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's

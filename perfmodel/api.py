@@ -131,7 +131,7 @@ def specs(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, sets: dict | None = No
 
 PHASE_COLUMNS = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",
                  "kv_cache_bytes", "memory_bytes", "fits", "bound", "intensity"]
-LAYOUT_COLUMNS = ["tp", "pp", "ep", "replicas", "devices", "comm_time_s"]
+LAYOUT_COLUMNS = ["tp", "pp", "ep", "redundant_experts", "replicas", "devices", "comm_time_s"]  # redundant_experts: where > 0
 
 
 def _as_flags(e: SpecError, flags: dict) -> SpecError:
@@ -140,15 +140,17 @@ def _as_flags(e: SpecError, flags: dict) -> SpecError:
     return SpecError(where, e.field, e.problem)
 
 
-def layout(tp=1, pp=1, ep=1, replicas=1, microbatches=None) -> Layout:
-    try:
-        return Layout(tp, pp, ep, replicas, microbatches)  # Layout checks itself (ops.Layout.__post_init__)
+def layout(tp=1, pp=1, ep=1, replicas=1, microbatches=None, redundant_experts=0) -> Layout:
+    try:  # Layout checks itself (ops.Layout.__post_init__)
+        return Layout(tp, pp, ep, replicas, microbatches, redundant_experts=redundant_experts)
     except SpecError as e:
-        raise _as_flags(e, {f"{k}=": f"--{k}" for k in ("tp", "pp", "ep", "replicas", "microbatches")}) from None
+        raise _as_flags(e, {f"{k}=": "--" + k.replace("_", "-") for k in
+                            ("tp", "pp", "ep", "replicas", "microbatches", "redundant_experts")}) from None
 
 
 def _layout_cols(r: dict, lay: Layout) -> dict:
-    return {"tp": float(lay.tp), "pp": float(lay.pp), "ep": float(lay.ep), "replicas": float(lay.replicas),
+    extra = {"redundant_experts": float(lay.redundant_experts)} if lay.redundant_experts else {}
+    return {"tp": float(lay.tp), "pp": float(lay.pp), "ep": float(lay.ep), **extra, "replicas": float(lay.replicas),
             "devices": float(lay.devices), "comm_time_s": r["comm_time_s"]}
 
 
@@ -287,34 +289,38 @@ def point(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1024,
 def decode(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=(1, 8, 64, 256), context=1024, mode="roofline",
            weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None,
-           energy=False, impl=None) -> Table:
+           energy=False, impl=None, redundant_experts=0) -> Table:
     """One decode step (T = 1) per batch size x context: latency, throughput B/step, memory, fit.
 
     mode: roofline (the ideal bound: datasheet peaks, no overheads), achievable (what a good
     implementation reaches, from the hardware's achievable terms and the implementation profile
     `impl`, default "graphs"; see `perfmodel list impl`) or simple (the lecture's closed form).
-    With tp/pp/ep/replicas: per-device memory, all-replica throughput, and comm_time_s.
+    With tp/pp/ep/replicas: per-device memory, all-replica throughput, and comm_time_s; redundant_experts: R
+    extra expert slots over the ep groups (expert-parallel load balancing: (E + R) / ep experts a device).
     With price (USD per device-hour) or energy=True: cost per million tokens, joules per token."""
     return _phase("decode", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches), price=price,
+                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches, redundant_experts),
+                  price=price,
                   energy=energy, impl=impl)
 
 
 def prefill(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=(128, 512, 1024, 4096),
             mode="roofline", weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, impl=None) -> Table:
+            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, impl=None,
+            redundant_experts=0) -> Table:
     """Prefill of `context` prompt tokens per sequence (TTFT); throughput counts prompt tokens.
-    mode and impl as in decode."""
+    mode, impl and redundant_experts as in decode."""
     return _phase("prefill", model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches), impl=impl)
+                  sets, quantize_embeddings, lay=layout(tp, pp, ep, replicas, microbatches, redundant_experts),
+                  impl=impl)
 
 
 def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024, generate=256, mode="roofline",
             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
             quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None,
-            energy=False, impl=None) -> Table:
+            energy=False, impl=None, redundant_experts=0) -> Table:
     """A whole request: prefill P prompt tokens, then generate G tokens (context grows each step).
-    mode and impl as in decode."""
+    mode, impl and redundant_experts as in decode."""
     impl = check_mode(mode, impl, sets=sets)
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     B, P = _positive(batch, "--batch"), _positive(prompt, "--prompt")
@@ -324,7 +330,7 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
     if B.size * P.size * (G[0] + 2) > MAX_STEPS:
         raise SpecError("--generate", None, f"{B.size * P.size:,} points x {G[0]:g} steps is more than {MAX_STEPS:,} "
                                              "decode evaluations per request")
-    lay = layout(tp, pp, ep, replicas, microbatches)
+    lay = layout(tp, pp, ep, replicas, microbatches, redundant_experts)
     models, hws = specs(model, hardware, sets)
     prices = prices_for(price, hws)
     out = []
@@ -343,7 +349,7 @@ def request(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, prompt=1024
 
 def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1024, weights_dtype="bf16",
               kv_dtype=None, act_dtype="bf16", attention="fused", sets=None, phases=("prefill", "decode"),
-              quantize_embeddings=False, tp=1, pp=1, ep=1, mode="roofline", impl=None) -> Table:
+              quantize_embeddings=False, tp=1, pp=1, ep=1, mode="roofline", impl=None, redundant_experts=0) -> Table:
     """Per-op FLOPs, bytes, intensity, time and bound, for prefill and decode (all layers).
 
     time_s is the op's roofline time (mode roofline) or its achievable time on the device (mode
@@ -358,7 +364,7 @@ def intensity(model=DEFAULT_MODEL, hardware=DEFAULT_HARDWARE, batch=1, context=1
     S = float(_positive(context, "--context")[0])
     (m,), (hw,) = specs(model, hardware, sets)
     _warn_context(m, S)
-    lay = layout(tp, pp, ep)
+    lay = layout(tp, pp, ep, redundant_experts=redundant_experts)
     tmodel = engine.time_model(mode, hw, impl)
     rows = {k: [] for k in ("op", "phase", "layers", "flops", "bytes", "intensity", "time_s", "bound", "priced_by")}
 

@@ -104,7 +104,7 @@ class _Builder:
                  layout: Layout, share: float):
         lay = layout
         self.tp, self.ep, self.share = lay.tp, lay.ep, share
-        self.experts = lay.experts
+        self.experts, self.redundant = lay.experts, lay.redundant_experts
         # per device: ceil(B/ep) whole sequences on the busiest one (expert groups run attention
         # data-parallel, each on sequences of its own), N/tp query heads, K/tp KV heads (replicated
         # when K < tp), d_ff/tp, vocab/tp; all tokens Mg of the replica route to the experts
@@ -394,7 +394,7 @@ class _Builder:
             up = self.ops[-3]
             # a tp group that holds whole experts (TEP) runs the expert-parallel kernel over tp x ep devices
             mt, me = (1, self.tp * self.ep) if self.experts == "ep" else (self.tp, self.ep)
-            up.moe = down.moe = (self.Mg, D, e.d_ff_expert, e.n_active, e.n_experts, mt, me)
+            up.moe = down.moe = (self.Mg, D, e.d_ff_expert, e.n_active, e.n_experts + self.redundant, mt, me)
 
     def moe(self, g, n):
         e, M, D, ep = self.m.moe, self.M, self.m.D, self.ep
@@ -411,10 +411,13 @@ class _Builder:
         msg = M * e.n_active * D * self.ab  # ... and come back 16-bit
         # E/ep experts here; all Mg tokens of the replica route uniformly, so Mg*k/ep token-expert pairs. A tp group
         # that holds whole experts (TEP) spreads them over tp x ep devices: E/(tp ep) experts of the full d_ff each,
-        # Mg*k/(tp ep) pairs (the same FLOPs and weights as d_ff/tp slices of every expert, 1/tp of the activations)
+        # Mg*k/(tp ep) pairs (the same FLOPs and weights as d_ff/tp slices of every expert, 1/tp of the activations).
+        # R redundant slots (expert-parallel load balancing, DeepSeek's EPLB): S = E + R slots, S/ep per device; a
+        # token's pair goes to one copy of its expert, so the pairs stay Mg*k/ep, spread as if over S experts
         g_e = ep * self.tp if self.experts == "ep" else ep
-        self.mlp(g, n, e.d_ff_expert * (self.tp if self.experts == "ep" else 1), "expert", E=e.n_experts / g_e,
-                 rows=self.Mg * e.n_active / g_e, touched=_touched(e.n_experts, e.n_active, self.Mg) / g_e,
+        S = e.n_experts + self.redundant
+        self.mlp(g, n, e.d_ff_expert * (self.tp if self.experts == "ep" else 1), "expert", E=S / g_e,
+                 rows=self.Mg * e.n_active / g_e, touched=_touched(S, e.n_active, self.Mg) / g_e,
                  bias=e.expert_bias or self.m.linear_bias, group="experts")
         if ep > 1:
             a2a = self.add("alltoall_combine", g, n, COMM, comm_bytes=msg * (ep - 1) / ep, comm_steps=ep - 1,
@@ -550,10 +553,19 @@ def check_layout(m: Model, lay: Layout) -> None:
     if gd and (gd.n_k_heads % lay.tp or gd.n_v_heads % lay.tp):
         raise SpecError("--tp", None, f"{m.name}'s linear layers have {gd.n_k_heads} key and {gd.n_v_heads} value "
                                       f"heads, not divisible by tp={lay.tp}")
-    if m.moe and m.moe.n_experts % lay.ep:
-        raise SpecError("--ep", None, f"{m.name} has {m.moe.n_experts} experts, not divisible by ep={lay.ep}")
-    if lay.experts == "ep" and m.moe and m.moe.n_experts % (lay.tp * lay.ep):
-        raise SpecError("experts=", None, f"{m.name} has {m.moe.n_experts} experts, not divisible over "
+    R = lay.redundant_experts
+    if R and not m.moe:
+        raise SpecError("--redundant-experts", None, f"{m.name} has no experts to replicate")
+    if R and lay.ep == 1 and lay.experts != "ep":
+        raise SpecError("--redundant-experts", None, "needs expert parallelism (--ep > 1): with one expert group "
+                                                     "every device already holds every expert")
+    slots = (m.moe.n_experts + R) if m.moe else 0
+    what = f"{m.moe.n_experts} experts" + (f" + {R} redundant" if R else "") if m.moe else ""
+    if m.moe and slots % lay.ep:
+        raise SpecError("--ep" if not R else "--ep/--redundant-experts", None,
+                        f"{m.name} has {what}, not divisible by ep={lay.ep}")
+    if lay.experts == "ep" and m.moe and slots % (lay.tp * lay.ep):
+        raise SpecError("experts=", None, f"{m.name} has {what}, not divisible over "
                                           f"tp x ep = {lay.tp * lay.ep} devices")
     if lay.microbatches is not None and lay.microbatches < 1:
         raise SpecError("--microbatches", None, "must be at least 1")

@@ -28,6 +28,10 @@ class Layout:
         (whole experts spread over the group, TensorRT-LLM's and SGLang's "TEP": attention tensor-parallel, experts
         expert-parallel). The same weights, FLOPs and bytes per device and the same all-reduce; the measured MoE
         kernel that prices them is the expert-parallel one (perfmodel.kernels).
+    redundant_experts: R extra expert slots over the expert-parallel devices, each a copy of a heavily used expert
+        (expert-parallel load balancing: SGLang's --ep-num-redundant-experts, TensorRT-LLM's load_balancer
+        num_slots = E + R). Each device then holds (E + R) / ep experts instead of E / ep: more weight memory, the
+        same tokens (docs/parallelism.md, "Redundant experts").
     """
 
     tp: int = 1
@@ -36,6 +40,7 @@ class Layout:
     replicas: int = 1
     microbatches: int | None = None
     experts: str = "tp"
+    redundant_experts: int = 0
 
     def __post_init__(self):  # checked when made, so no code path meets a bad layout (the CLI's messages)
         from .errors import SpecError
@@ -47,6 +52,10 @@ class Layout:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise SpecError(f"{k}=", None, f"must be a positive integer, got {v!r}")
             object.__setattr__(self, k, int(v))
+        r = self.redundant_experts
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
+            raise SpecError("redundant_experts=", None, f"must be a whole number >= 0, got {r!r}")
+        object.__setattr__(self, "redundant_experts", int(r))
         if self.experts not in ("tp", "ep"):
             raise SpecError("experts=", None, f"must be tp or ep (how a tp group holds the experts), got {self.experts!r}")
         if self.devices > MAX_GPUS:

@@ -503,3 +503,39 @@ def test_the_summation_keys_only_group_the_sum_any_grouping_gives_the_same_total
         got = engine.roofline(ops, hw, prec, other)
         for k in ("time", "flops", "bytes"):
             np.testing.assert_allclose(got[k], probe[k], rtol=1e-12, atol=0)
+
+
+MOE_NAMES = [n for n in MODEL_NAMES if MODELS[n].moe]
+
+
+@pytest.mark.parametrize("name", MOE_NAMES)
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_redundant_expert_slots_add_only_their_copies_weights_to_each_device(name, data):
+    """R redundant slots over ep groups (expert-parallel load balancing) leave (E + R) / ep experts on each device:
+    the routed experts' stored weights grow by exactly (E + R) / E, every other op's weights, all FLOPs and the KV
+    cache stay as they were, the token-expert pairs stay k/ep of the tokens', and the roofline step is no faster.
+    For every MoE model of the catalog, at an ep and R that divide, in both phases."""
+    m = MODELS[name]
+    E = m.moe.n_experts
+    ep = data.draw(st.sampled_from([d for d in (2, 4, 8, 16, 32) if E % d == 0] or [E]), label="ep")
+    R = data.draw(st.sampled_from([ep, 2 * ep, 4 * ep]), label="R")
+    phase = data.draw(st.sampled_from(["decode", "prefill"]), label="phase")
+    B, T = (64.0, 1.0) if phase == "decode" else (1.0, 256.0)
+    a = build_ops(m, B, T, 1024.0, phase, layout=Layout(ep=ep))
+    b = build_ops(m, B, T, 1024.0, phase, layout=Layout(ep=ep, redundant_experts=R))
+    assert [o.name for o in a] == [o.name for o in b]
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(np.asarray(y.flops, float), np.asarray(x.flops, float), rtol=1e-12)
+        if x.name.startswith("expert_"):
+            assert float(y.w_stored) == pytest.approx(float(x.w_stored) * (E + R) / E, rel=1e-12)
+            for k in ("act_read", "act_write"):  # the same token-expert pairs a device
+                np.testing.assert_allclose(np.asarray(getattr(y, k), float), np.asarray(getattr(x, k), float),
+                                           rtol=1e-12)
+        else:
+            assert float(y.w_stored) == float(x.w_stored)
+            np.testing.assert_allclose(np.asarray(y.kv_read, float), np.asarray(x.kv_read, float), rtol=1e-12)
+    hw = HARDWARE["h100-sxm"]
+    ta = engine.evaluate(m, hw, [B], [1024.0], layout=Layout(ep=ep), phase=phase)["latency_s"]
+    tb = engine.evaluate(m, hw, [B], [1024.0], layout=Layout(ep=ep, redundant_experts=R), phase=phase)["latency_s"]
+    assert np.all(tb >= ta * (1 - 1e-12))

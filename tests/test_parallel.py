@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import perfmodel as pm
 from perfmodel import api, engine, parallel
 from perfmodel.cli import main
-from perfmodel.ops import COMM, Layout
+from perfmodel.ops import COMM, Layout, build_ops
 
 # explicit link numbers, so that these laws do not depend on the catalog's sourced values
 H100 = pm.load_hardware("h100-sxm").replace(link_bandwidth=450e9, link_latency=2e-6, devices_per_node=8,
@@ -156,3 +156,38 @@ def test_a_pipelined_decode_step_reports_the_whole_batchs_flops_and_bytes_not_on
     assert piped["flops"][0, 0] == pytest.approx(whole["flops"][0, 0], rel=1e-12)
     assert piped["flops"][0, 0] > 3 * micro["flops"][0, 0]
     assert piped["bytes"][0, 0] > micro["bytes"][0, 0]
+
+
+def test_deepseek_v3_prefill_deployment_holds_nine_experts_a_gpu_with_32_redundant_over_32():
+    """DeepSeek-V3 technical report (arXiv 2412.19437), section 3.4.1, prefilling: EP32 with "32 redundant experts
+    ... For each GPU, besides the original 8 experts it hosts, it will also host one additional redundant expert."
+    The op list's expert weights a device are 9 experts' (and 8 without the copies)."""
+    m = pm.load_model("deepseek-v3")
+    one = build_ops(m, 1.0, 1024.0, 1024.0, "prefill", layout=Layout(ep=256))  # one expert a device
+    per_expert = sum(float(o.w_stored) * o.count for o in one if o.name.startswith("expert_"))
+    for R, held in ((0, 8), (32, 9)):
+        ops = build_ops(m, 1.0, 1024.0, 1024.0, "prefill", layout=Layout(ep=32, redundant_experts=R))
+        assert sum(float(o.w_stored) * o.count for o in ops if o.name.startswith("expert_")) == \
+            pytest.approx(held * per_expert, rel=1e-12)
+
+
+def test_redundant_experts_from_the_command_line_and_the_api_and_bad_values_in_one_line(capsys):
+    """--redundant-experts 32 at --ep 48 lets DeepSeek-R1's 256 experts split (288 slots, 6 a device, the SGLang
+    GB200 decode recipes' layout) and says so in a column; 256 alone do not split over 48. A dense model, one
+    expert group, a count that does not divide and a negative count are each one line and exit 2."""
+    args = ["decode", "-m", "deepseek-r1", "-H", "gb200", "--batch", "64", "--weights-dtype", "nvfp4",
+            "--act-dtype", "nvfp4", "--kv-dtype", "fp8", "--ep", "48", "--format", "csv"]
+    assert main(args) == 2 and "not divisible by ep=48" in capsys.readouterr().err
+    assert main(args + ["--redundant-experts", "32"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert dict(zip(out[0].split(","), out[1].split(",")))["redundant_experts"] == "32"
+    t = pm.decode("deepseek-r1", "gb200", batch=64, weights_dtype="nvfp4", act_dtype="nvfp4", kv_dtype="fp8",
+                  ep=48, redundant_experts=32)
+    assert int(t.redundant_experts[0]) == 32 and "redundant_experts" not in pm.decode("deepseek-r1", ep=8)
+    for extra, words in ((["-m", "llama-3.1-8b", "--redundant-experts", "4"], "no experts to replicate"),
+                         (["-m", "deepseek-r1", "--redundant-experts", "4"], "needs expert parallelism"),
+                         (["-m", "deepseek-r1", "--ep", "8", "--redundant-experts", "4"], "256 experts + 4 redundant"),
+                         (["-m", "deepseek-r1", "--ep", "8", "--redundant-experts", "-8"], "whole number >= 0")):
+        assert main(["decode", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "--redundant-experts" in err and words in err and len(err.strip().splitlines()) == 1

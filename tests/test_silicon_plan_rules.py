@@ -430,19 +430,29 @@ def test_the_disagg_settings_table_reads_each_recipe_s_benchmark_and_sglang_deco
     assert len(t) == 1129 and {(v["benchmark"], v["profile"], v["spread"]) for v in t.values()} == {("sa-bench", 10, 0.8)}
     assert sorted(collections.Counter(v["recv"] for v in t.values()).items(), key=str) == [(1, 254), (10, 51),
                                                                                             (None, 824)]
-    head = "id,benchmark,rounds,spread,decode_recv_interval,prefill_moe_backend,decode_moe_backend,evidence"
+    head = ("id,benchmark,rounds,spread,decode_recv_interval,prefill_moe_backend,decode_moe_backend,"
+            "prefill_redundant_experts,decode_redundant_experts,evidence")
     with pytest.raises(SpecError, match="row x1: '0' is not a whole number >= 1"):
-        sp.disagg_settings(_table(tmp_path / "a.csv", head, "x1,sa-bench,10,0.8,0,,,somewhere"))
+        sp.disagg_settings(_table(tmp_path / "a.csv", head, "x1,sa-bench,10,0.8,0,,,0,0,somewhere"))
     with pytest.raises(SpecError, match="row x2: 'ten' is not a whole number >= 1"):
-        sp.disagg_settings(_table(tmp_path / "b.csv", head, "x2,sa-bench,ten,0.8,,,,somewhere"))
+        sp.disagg_settings(_table(tmp_path / "b.csv", head, "x2,sa-bench,ten,0.8,,,,0,0,somewhere"))
     with pytest.raises(SpecError, match="row x3: '1.5' is not a share in"):
-        sp.disagg_settings(_table(tmp_path / "c.csv", head, "x3,sa-bench,10,1.5,,,,somewhere"))
-    other = sp.disagg_settings(_table(tmp_path / "d.csv", head, "x4,aiperf,,,,,,somewhere"))
-    assert other == {"x4": {"benchmark": "aiperf", "profile": None, "spread": None, "recv": None, "moe": None}}
+        sp.disagg_settings(_table(tmp_path / "c.csv", head, "x3,sa-bench,10,1.5,,,,0,0,somewhere"))
+    other = sp.disagg_settings(_table(tmp_path / "d.csv", head, "x4,aiperf,,,,,,,,somewhere"))
+    assert other == {"x4": {"benchmark": "aiperf", "profile": None, "spread": None, "recv": None, "moe": None,
+                            "redundant": (0, 0)}}
     with pytest.raises(SpecError, match="row x5: '0' is not a share in"):  # a range that starts at nothing
-        sp.disagg_settings(_table(tmp_path / "e.csv", head, "x5,sa-bench,10,0,,,,somewhere"))
-    whole = sp.disagg_settings(_table(tmp_path / "f.csv", head, "x6,sa-bench,10,1,2,,TRTLLM,somewhere"))
-    assert whole == {"x6": {"benchmark": "sa-bench", "profile": 10, "spread": 1.0, "recv": 2, "moe": ("", "TRTLLM")}}
+        sp.disagg_settings(_table(tmp_path / "e.csv", head, "x5,sa-bench,10,0,,,,0,0,somewhere"))
+    whole = sp.disagg_settings(_table(tmp_path / "f.csv", head, "x6,sa-bench,10,1,2,,TRTLLM,0,32,somewhere"))
+    assert whole == {"x6": {"benchmark": "sa-bench", "profile": 10, "spread": 1.0, "recv": 2, "moe": ("", "TRTLLM"),
+                            "redundant": (0, 32)}}
+    with pytest.raises(SpecError, match="decode_redundant_experts.*row x7: '-32' is not a whole number >= 0"):
+        sp.disagg_settings(_table(tmp_path / "g.csv", head, "x7,sa-bench,10,0.8,,,,0,-32,somewhere"))
+    old = head.replace(",prefill_redundant_experts,decode_redundant_experts", "")
+    with pytest.raises(SpecError, match="prefill_redundant_experts.*row x8: no such column"):
+        sp.disagg_settings(_table(tmp_path / "h.csv", old, "x8,sa-bench,10,0.8,,,,somewhere"))
+    assert sorted(collections.Counter(v["redundant"] for v in t.values()).items()) == [
+        ((0, 0), 1016), ((0, 32), 51), ((32, 32), 62)]  # SGLang's ep-num-redundant-experts, TensorRT-LLM's 288 slots
 
 
 def test_a_disagg_row_without_a_moe_backends_entry_takes_the_one_its_recipe_names(sample, monkeypatch):
@@ -483,3 +493,26 @@ def test_any_decode_recv_interval_above_one_is_passed_on(sample, monkeypatch):
     t[ten] = dict(t[ten], recv=2)
     monkeypatch.setattr(sp, "disagg_settings", lambda path=None: t)
     assert silicon.plan(sample[sample["id"] == ten])[0]["decode_recv"] == 2
+
+
+def test_a_disagg_row_whose_recipe_sets_redundant_experts_is_planned_with_those_slots(sample):
+    """SGLang's GB300 fp4 max-throughput recipe runs its decode workers DEP48 with ep-num-redundant-experts 32:
+    DeepSeek-R1's 256 experts alone do not split over 48 ranks (the row was skipped), 288 slots do (6 a GPU); its
+    prefill workers (TP4, no expert parallelism) hold none. A TensorRT-LLM eplb288 recipe's decode workers (DEP32,
+    load_balancer num_slots 288) hold 32 too; a row whose recipe sets neither holds none."""
+    sglang = "2026_03_25_deepseek_r1_gb300_sglang_fp4_disagg_1024x1024_c4096_tp4_0_ep4_0_769"
+    trt = "2026_03_25_deepseek_r1_gb200_trtllm_fp4_disagg_1024x8192_c4096_tp4_0_ep4_0_371"
+    plans = {p["id"]: p for p in silicon.plan(sample[sample["id"].isin([sglang, trt])])}
+    p = plans[sglang]
+    assert p["status"] == "ok" and p["decode_layout"] == Layout(1, 1, 48, 1, redundant_experts=32)
+    assert p["layout"].redundant_experts == 0 and silicon._lay(p).endswith("1xtp1xdp48+r32")
+    q = plans[trt]
+    assert q["decode_layout"].ep == 32 and q["decode_layout"].redundant_experts == 32
+    assert q["layout"].redundant_experts == 0
+    m = pm.load_model("deepseek-r1")
+    assert sp._layout(m, 1, 48)[1] == "256 experts do not split over 48 attention-DP groups"
+    assert sp._layout(m, 1, 48, redundant=40)[1] == "256 experts + 40 redundant do not split over 48 attention-DP groups"
+    assert sp._layout(m, 8, 1, redundant=32)[0].redundant_experts == 0  # tensor-parallel experts: no copies to place
+    none = next(i for i, v in sp.disagg_settings().items() if v["redundant"] == (0, 0) and i in set(sample["id"]))
+    r = silicon.plan(sample[sample["id"] == none])[0]
+    assert r["status"] != "ok" or (r["layout"].redundant_experts, r["decode_layout"].redundant_experts) == (0, 0)

@@ -68,6 +68,8 @@ PP = typer.Option(1, "--pp", metavar="<int>", help="Pipeline stages per replica.
 EP = typer.Option(1, "--ep", metavar="<int>", help="Expert-parallel device groups per replica (MoE).")
 Replicas = typer.Option(1, "--replicas", metavar="<int>", help="Model replicas (data parallel).")
 Micro = typer.Option(None, "--microbatches", metavar="<int>", help="Pipeline micro-batches (default: pp).")
+Redundant = typer.Option(0, "--redundant-experts", metavar="<int>",
+                         help="Extra expert slots R over the --ep groups, copies of hot experts (EPLB): (E + R) / ep experts a device.")
 Price = typer.Option(None, "--price", metavar="<USD/h>", help="USD per device-hour, e.g. 2.49/h: adds cost_per_million_tokens.")
 Energy = typer.Option(False, "--energy", help="Add energy_per_token_j (at measured power, else TDP: an upper bound).")
 QEmb = typer.Option(False, "--quantize-embeddings", help="Quantize embeddings and LM head too (default: kept 16-bit).")
@@ -139,7 +141,8 @@ def _cols(t, extra=()):
 
 
 def _human(t, base):
-    return base + [c for c in ["measured_share", "tp", "pp", "ep", "replicas", "comm_time_s"] + _ECON if c in t]
+    return base + [c for c in ["measured_share", "tp", "pp", "ep", "redundant_experts", "replicas", "comm_time_s"] + _ECON
+                   if c in t]
 
 
 PHASE_HUMAN = ["model", "hardware", "batch", "context", "mode", "latency_s", "throughput_tok_s", "weight_bytes",

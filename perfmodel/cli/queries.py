@@ -8,7 +8,7 @@ import typer
 from .. import api
 from ..report import render, render_vertical
 from .common import (_one, ADtype, app, Attn, Energy, EP, Fmt, Hardware, Impl, KVDtype, Micro, Mode, mode_note, Model,
-                     PHASE_HUMAN, PP, Price, QEmb, Replicas, Sets, TP, WDtype, _cols, _fmt, _human, _ints, _out,
+                     PHASE_HUMAN, PP, Price, QEmb, Redundant, Replicas, Sets, TP, WDtype, _cols, _fmt, _human, _ints, _out,
                      _sets, _why)
 
 
@@ -37,11 +37,12 @@ def decode(model: str = Model, hardware: str = Hardware, batch: str = typer.Opti
            kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype, attention: str = Attn,
            sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
            tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas, microbatches: Optional[int] = Micro,
-           price: Optional[str] = Price, energy: bool = Energy, impl: Optional[str] = Impl):
+           price: Optional[str] = Price, energy: bool = Energy, impl: Optional[str] = Impl,
+           redundant_experts: int = Redundant):
     """One decode step per batch size: latency, throughput (B / step), memory and fit."""
     t = api.decode(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, microbatches,
-                   price, energy, impl)
+                   price, energy, impl, redundant_experts)
     _out(render(t, _fmt(fmt), _cols(t), _human(t, PHASE_HUMAN)))
     if fmt == "table":
         _out(_why(t, hardware, _sets(sets), api._prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)))
@@ -54,10 +55,11 @@ def prefill(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
             quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
-            impl: Optional[str] = Impl):
+            impl: Optional[str] = Impl, redundant_experts: int = Redundant):
     """Prefill of the prompt (time to first token); throughput counts prompt tokens per second."""
     t = api.prefill(model, hardware, _ints(batch, "--batch"), _ints(context, "--context"), mode, weights_dtype,
-                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, impl=impl)
+                    kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep, replicas, impl=impl,
+                    redundant_experts=redundant_experts)
     _out(render(t, _fmt(fmt), _cols(t), _human(t, PHASE_HUMAN)))
     if fmt == "table":
         _out(mode_note(mode, impl, hardware, _sets(sets)))
@@ -71,11 +73,11 @@ def request(model: str = Model, hardware: str = Hardware, batch: str = typer.Opt
             attention: str = Attn, sets: Optional[List[str]] = Sets, fmt: str = Fmt,
             quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
             microbatches: Optional[int] = Micro, price: Optional[str] = Price, energy: bool = Energy,
-            impl: Optional[str] = Impl):
+            impl: Optional[str] = Impl, redundant_experts: int = Redundant):
     """A whole request: prefill P tokens, then G decode steps with a growing context."""
     t = api.request(model, hardware, _ints(batch, "--batch"), _ints(prompt, "--prompt"), generate, mode,
                     weights_dtype, kv_dtype, act_dtype, attention, _sets(sets), quantize_embeddings, tp, pp, ep,
-                    replicas, microbatches, price, energy, impl)
+                    replicas, microbatches, price, energy, impl, redundant_experts)
     human = ["model", "hardware", "batch", "prompt", "generate", "mode", "ttft_s", "decode_s", "latency_s",
              "throughput_tok_s", "memory_bytes", "fits", "bound"]
     _out(render(t, _fmt(fmt), _cols(t, ["prompt", "generate", "ttft_s"]), _human(t, human)))
@@ -90,10 +92,11 @@ def intensity(model: str = Model, hardware: str = Hardware, batch: str = typer.O
               sets: Optional[List[str]] = Sets, fmt: str = Fmt, quantize_embeddings: bool = QEmb,
               tp: int = TP, pp: int = PP, ep: int = EP,
               mode: str = typer.Option("roofline", "--mode", metavar="<mode>", help="roofline (ideal per-op times) or achievable."),
-              impl: Optional[str] = Impl):
+              impl: Optional[str] = Impl, redundant_experts: int = Redundant):
     """Per-op FLOPs, bytes, arithmetic intensity, time and bound for prefill and decode (collectives too)."""
     t = api.intensity(model, hardware, _one(batch, "--batch"), _one(context, "--context"), weights_dtype, kv_dtype, act_dtype, attention, _sets(sets),
-                      quantize_embeddings=quantize_embeddings, tp=tp, pp=pp, ep=ep, mode=mode, impl=impl)
+                      quantize_embeddings=quantize_embeddings, tp=tp, pp=pp, ep=ep, mode=mode, impl=impl,
+                      redundant_experts=redundant_experts)
     ach = "impl" in t
     cols = ["op", "phase", "flops", "bytes", "intensity", "time_s", "bound", "mode"] + (["impl", "priced_by"] if ach else [])
     _out(render(t, _fmt(fmt), cols, ["phase", "op", "layers", "flops", "bytes", "intensity", "time_s", "bound"]

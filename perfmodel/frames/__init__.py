@@ -15,6 +15,7 @@ from .base import (  # noqa: F401  (DataFrames, integer counts, the shared param
     _LAYOUT,
     _MODE,
     _MODEL,
+    _REDUNDANT,
     _SETS,
     _frame,
     _register_accessor,
@@ -24,7 +25,8 @@ from .queries import decode, point, prefill, request, intensity, kv, budget, sho
 from .runs import speculative, plan, sweep, serve_sim, kv_memory, capacity, fleet, launch_settings, validation, published_validation, serving_validation, serving_validation_summary  # noqa: F401
 from .objects import load_model, load_hardware, catalog_names, config_to_spec, build_ops, param_count, evaluate, per_sequence, max_batch, parse_quantity, make_traffic, simulate, serve_runs, explore  # noqa: F401
 
-_PARAMS = {"_MODEL": _MODEL, "_HW": _HW, "_MODE": _MODE, "_IMPL": _IMPL, "_FMT": _FMT, "_SETS": _SETS, "_LAYOUT": _LAYOUT}
+_PARAMS = {"_MODEL": _MODEL, "_HW": _HW, "_MODE": _MODE, "_IMPL": _IMPL, "_FMT": _FMT, "_SETS": _SETS, "_LAYOUT": _LAYOUT,
+           "_REDUNDANT": _REDUNDANT}
 for _f in (point, decode, prefill, request, intensity, kv, budget, show, compare, weights, speculative, plan, sweep, serve_sim,
            kv_memory, capacity, load_model, load_hardware):
     if _f.__doc__:  # None under python -OO

@@ -8,6 +8,7 @@ import sys as _sys
 COUNT_COLUMNS = frozenset({
     "batch", "context", "prompt", "generate", "max_batch", "max_tokens", "min_devices", "layers", "params",
     "published_params", "requests", "sequences", "tokens", "slots", "gamma", "best_gamma", "tp", "pp", "ep",
+    "redundant_experts",
     "replicas", "devices", "steps", "preemptions", "peak_running", "peak_sequences", "cases", "block_size",
     "samples", "seq", "heads", "kv_heads", "head_dim", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
     "d_ff", "max_context", "sliding_window", "kv_share", "step_evaluations", "bound_violations",
@@ -122,6 +123,9 @@ _FMT = "storage format: fp32, bf16, fp16, fp8, int8, int4, int4-gN, nf4, ... (fo
 _SETS = "spec overrides, e.g. {'n_kv_heads': 8, 'memory_bandwidth': '4 TB/s'} (the CLI's --set key=value)"
 _LAYOUT = ("tensor-parallel devices, pipeline stages and expert-parallel groups per replica, and replicas (data "
            "parallel); memory is then per device and throughput counts every replica")
+_REDUNDANT = ("extra expert slots R over the ep groups, copies of heavily used experts (expert-parallel load "
+              "balancing: SGLang's --ep-num-redundant-experts, TensorRT-LLM's num_slots - E): (E + R) / ep experts "
+              "a device, the same tokens")
 
 
 # ---------------------------------------------------------------- queries

@@ -9,7 +9,7 @@ from .base import _frame
 def decode(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), context=1024, mode="roofline",
            weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None, energy=False,
-           impl=None):
+           impl=None, redundant_experts=0):
     """One decode step (one new token per sequence) per model x hardware x batch x context.
 
     Parameters
@@ -28,6 +28,7 @@ def decode(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), cont
     price : float or str -- USD per device-hour ('2.49/h'): adds cost_per_million_tokens (USD)
     energy : bool -- adds energy_per_token_j (J; measured power, else TDP: an upper bound)
     impl : {_IMPL}
+    redundant_experts : int -- {_REDUNDANT}
 
     Returns
     -------
@@ -44,7 +45,8 @@ def decode(model="llama-2-13b", hardware="h100-sxm", batch=(1, 8, 64, 256), cont
     ([True, False], 256)
     """
     return _frame(_api.decode(model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                              sets, quantize_embeddings, tp, pp, ep, replicas, microbatches, price, energy, impl))
+                              sets, quantize_embeddings, tp, pp, ep, replicas, microbatches, price, energy, impl,
+                              redundant_experts))
 
 
 def point(model="llama-2-13b", hardware="h100-sxm", batch=1, context=1024, phase="decode", mode="roofline",
@@ -81,7 +83,7 @@ def point(model="llama-2-13b", hardware="h100-sxm", batch=1, context=1024, phase
 
 def prefill(model="llama-2-13b", hardware="h100-sxm", batch=1, context=(128, 512, 1024, 4096), mode="roofline",
             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
-            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, impl=None):
+            quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, impl=None, redundant_experts=0):
     """The prefill of `context` prompt tokens per sequence: the time to first token (TTFT).
 
     Parameters
@@ -98,6 +100,7 @@ def prefill(model="llama-2-13b", hardware="h100-sxm", batch=1, context=(128, 512
     tp, pp, ep, replicas : int -- {_LAYOUT}
     microbatches : int -- in-flight pipeline micro-batches (default pp)
     impl : {_IMPL}
+    redundant_experts : int -- {_REDUNDANT}
 
     Returns
     -------
@@ -111,7 +114,8 @@ def prefill(model="llama-2-13b", hardware="h100-sxm", batch=1, context=(128, 512
     ['memory', 'compute']
     """
     return _frame(_api.prefill(model, hardware, batch, context, mode, weights_dtype, kv_dtype, act_dtype, attention,
-                               sets, quantize_embeddings, tp, pp, ep, replicas, microbatches, impl))
+                               sets, quantize_embeddings, tp, pp, ep, replicas, microbatches, impl,
+                               redundant_experts))
 
 
 def request(model="llama-2-13b", hardware="h100-sxm", batch=1, prompt=1024, generate=256, mode="roofline",
@@ -137,6 +141,7 @@ def request(model="llama-2-13b", hardware="h100-sxm", batch=1, prompt=1024, gene
     price : float or str -- USD per device-hour: adds cost_per_million_tokens (USD)
     energy : bool -- adds energy_per_token_j (J)
     impl : {_IMPL}
+    redundant_experts : int -- {_REDUNDANT}
 
     Returns
     -------
@@ -156,7 +161,7 @@ def request(model="llama-2-13b", hardware="h100-sxm", batch=1, prompt=1024, gene
 
 def intensity(model="llama-2-13b", hardware="h100-sxm", batch=1, context=1024, weights_dtype="bf16", kv_dtype=None,
               act_dtype="bf16", attention="fused", sets=None, phases=("prefill", "decode"), quantize_embeddings=False,
-              tp=1, pp=1, ep=1, mode="roofline", impl=None):
+              tp=1, pp=1, ep=1, mode="roofline", impl=None, redundant_experts=0):
     """The lecture's per-op table: every op of prefill and decode with its FLOPs, bytes,
     arithmetic intensity, time and bound (all layers counted).
 
@@ -174,6 +179,7 @@ def intensity(model="llama-2-13b", hardware="h100-sxm", batch=1, context=1024, w
     tp, pp, ep : int -- a layout: one device's ops plus the collectives as rows (bound 'link'/'network')
     mode : 'roofline' or 'achievable' (then 'host wait' and 'step overhead' rows make the times add up)
     impl : {_IMPL}
+    redundant_experts : int -- {_REDUNDANT}
 
     Returns
     -------
@@ -188,7 +194,7 @@ def intensity(model="llama-2-13b", hardware="h100-sxm", batch=1, context=1024, w
     True
     """
     return _frame(_api.intensity(model, hardware, batch, context, weights_dtype, kv_dtype, act_dtype, attention, sets,
-                                 phases, quantize_embeddings, tp, pp, ep, mode, impl))
+                                 phases, quantize_embeddings, tp, pp, ep, mode, impl, redundant_experts))
 
 
 def kv(model="llama-2-13b", context=1024, batch=1, kv_dtype="bf16", sets=None):

@@ -305,9 +305,15 @@ def disagg_settings(path=None) -> dict:
     prompts (num_prompts_mult, 10 by default) and the share of each length its draws start from
     (random_range_ratio, 0.8 by default), else None; for SGLang its decode workers' --scheduler-recv-interval (1
     where the recipe sets none), else None; for TensorRT-LLM the (prefill, decode) moe_config.backend it names
-    (moe_backends' form, "" for a pool it leaves at AUTO), else None. Rows without one recipe are absent."""
+    (moe_backends' form, "" for a pool it leaves at AUTO), else None; "redundant": each pool's redundant expert
+    slots (SGLang's ep-num-redundant-experts, TensorRT-LLM's load_balancer num_slots less the routed experts; 0
+    where the recipe sets none; (0, 0) for an engine whose recipes were not read for it). Rows without one recipe
+    are absent."""
     def whole(x: str) -> bool:
         return x.isdigit() and int(x) >= 1
+
+    def slots(x: str) -> bool:
+        return x == "" or x.isdigit()
 
     def share(x: str) -> bool:
         return 0.0 < _num(x) <= 1.0
@@ -320,13 +326,18 @@ def disagg_settings(path=None) -> dict:
                        lambda v: f"{v['spread']!r} is not a share in (0, 1]"),
                       ("decode_recv_interval", lambda v: v["decode_recv_interval"] != "" and
                        not whole(v["decode_recv_interval"]),
-                       lambda v: f"{v['decode_recv_interval']!r} is not a whole number >= 1")],
+                       lambda v: f"{v['decode_recv_interval']!r} is not a whole number >= 1"),
+                      *((c, lambda v, c=c: v.get(c) is None or not slots(v[c]),
+                         lambda v, c=c: "no such column" if v.get(c) is None else f"{v[c]!r} is not a whole number >= 0")
+                        for c in ("prefill_redundant_experts", "decode_redundant_experts"))],
                      keep=lambda v: {"benchmark": v["benchmark"],
                                      "profile": int(v["rounds"]) if sa(v) else None,
                                      "spread": float(v["spread"]) if sa(v) else None,
                                      "recv": int(v["decode_recv_interval"]) if v["decode_recv_interval"] else None,
                                      "moe": ((v["prefill_moe_backend"], v["decode_moe_backend"])
-                                             if v["prefill_moe_backend"] or v["decode_moe_backend"] else None)})
+                                             if v["prefill_moe_backend"] or v["decode_moe_backend"] else None),
+                                     "redundant": tuple(int(v[f"{r}_redundant_experts"] or 0)
+                                                        for r in ("prefill", "decode"))})
 
 
 DRAFTS = DATA / "mtp_drafts.csv"

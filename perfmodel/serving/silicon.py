@@ -436,7 +436,8 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
 def _lay(p: dict) -> str:
     if "layout" not in p:
         return ""
-    f = lambda l: ("tep" if l.experts == "ep" else "tp") + f"{l.tp}" + (f"xdp{l.ep}" if l.ep > 1 else "")  # noqa: E731
+    f = lambda l: (("tep" if l.experts == "ep" else "tp") + f"{l.tp}" + (f"xdp{l.ep}" if l.ep > 1 else "")  # noqa: E731
+                   + (f"+r{l.redundant_experts}" if l.redundant_experts else ""))  # redundant expert slots
     if "decode_layout" in p:
         return f"{p['prefill_workers']}x{f(p['layout'])} + {p['decode_workers']}x{f(p['decode_layout'])}"
     return f(p["layout"])

@@ -184,9 +184,10 @@ def concurrency(row) -> int | None:
 _ID_TP_EP = re.compile(r"_tp(\d+)_ep(\d+)_")  # InferenceX's run name: its GPUs and the expert parallelism in them
 
 
-def _layout(model, tp, adp, experts: str = "tp") -> tuple[Layout | None, str]:
+def _layout(model, tp, adp, experts: str = "tp", redundant: int = 0) -> tuple[Layout | None, str]:
     """AIConfigurator's worker layout (tp, attention_dp) as perfmodel's, or None and why not; experts "ep": the tp
-    group holds whole experts (TEP, tep_experts)."""
+    group holds whole experts (TEP, tep_experts); redundant: the worker's redundant expert slots (its recipe's
+    expert-parallel load balancing, disagg_settings), kept where its experts are spread over its GPUs."""
     t, d = _int(tp), _int(adp) or 1
     if t is None:
         return None, "no tp_size"
@@ -194,11 +195,14 @@ def _layout(model, tp, adp, experts: str = "tp") -> tuple[Layout | None, str]:
         return None, f"attention_dp {d} on a dense model"
     if model.N % t or (model.K % t and t % model.K):
         return None, f"tp {t} does not divide {model.N} heads / {model.K} KV heads"
-    if d > 1 and model.moe.n_experts % d:
-        return None, f"{model.moe.n_experts} experts do not split over {d} attention-DP groups"
-    if experts == "ep" and (not model.moe or t * d < 2 or model.moe.n_experts % (t * d)):
-        experts = "tp"  # nothing to spread, or whole experts do not split: priced tensor-parallel
-    return Layout(t, 1, d, 1, experts=experts), ""
+    R = redundant if model.moe and (d > 1 or experts == "ep") else 0
+    slots = (model.moe.n_experts + R) if model.moe else 0
+    if d > 1 and slots % d:
+        return None, f"{model.moe.n_experts} experts" + (f" + {R} redundant" if R else "") + \
+            f" do not split over {d} attention-DP groups"
+    if experts == "ep" and (not model.moe or t * d < 2 or slots % (t * d)):
+        experts, R = "tp", (R if d > 1 else 0)  # nothing to spread, or whole experts do not split: tensor-parallel
+    return Layout(t, 1, d, 1, experts=experts, redundant_experts=R), ""
 
 
 def tep_experts(row, tp: int | None, dp: int) -> str:
@@ -395,8 +399,10 @@ def plan(df, recipes=None) -> list[dict]:
                 tp_p, dp_p = row["prefill_tp_size"], row["prefill_attention_dp_size"]
                 tp_d, dp_d = row["decode_tp_size"], row["decode_attention_dp_size"]
                 r["workers"] = "recorded" if wp is not None and wd is not None else "assumed"
-            lp, why_p = _layout(m, tp_p, dp_p)
-            ld, why_d = _layout(m, tp_d, dp_d, "ep" if rec is not None and tep_decode(rec["source"]) else "tp")
+            st = disagg_settings().get(row["id"])  # the recipe it ran, whoever recorded its workers
+            red = st["redundant"] if st is not None else (0, 0)
+            lp, why_p = _layout(m, tp_p, dp_p, redundant=red[0])
+            ld, why_d = _layout(m, tp_d, dp_d, "ep" if rec is not None and tep_decode(rec["source"]) else "tp", red[1])
             if lp is None or ld is None:
                 r["reason"] = f"prefill: {why_p}" if lp is None else f"decode: {why_d}"
                 continue
@@ -409,7 +415,6 @@ def plan(df, recipes=None) -> list[dict]:
                     raise SpecError(str(LIMITS), "engine", f"row {row['id']}: {lim[0]}'s limits for a "
                                                            f"{row['backend']} run")
                 r.update(lim[1])
-            st = disagg_settings().get(row["id"])  # the recipe it ran, whoever recorded its workers
             if (st is not None and st["benchmark"] == "sa-bench") or (rec is not None and
                                                                         "NVIDIA/srt-slurm@" in rec["source"]):
                 bench = SA_BENCH if st is None else {"profile": st["profile"], "spread": st["spread"]}
