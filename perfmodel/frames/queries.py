@@ -121,7 +121,7 @@ def prefill(model="llama-2-13b", hardware="h100-sxm", batch=1, context=(128, 512
 def request(model="llama-2-13b", hardware="h100-sxm", batch=1, prompt=1024, generate=256, mode="roofline",
             weights_dtype="bf16", kv_dtype=None, act_dtype="bf16", attention="fused", sets=None,
             quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1, microbatches=None, price=None, energy=False,
-            impl=None):
+            impl=None, redundant_experts=0):
     """A whole request: prefill `prompt` tokens, then `generate` decode steps (the context grows).
 
     Parameters
@@ -156,7 +156,7 @@ def request(model="llama-2-13b", hardware="h100-sxm", batch=1, prompt=1024, gene
     """
     return _frame(_api.request(model, hardware, batch, prompt, generate, mode, weights_dtype, kv_dtype, act_dtype,
                                attention, sets, quantize_embeddings, tp, pp, ep, replicas, microbatches, price,
-                               energy, impl))
+                               energy, impl, redundant_experts))
 
 
 def intensity(model="llama-2-13b", hardware="h100-sxm", batch=1, context=1024, weights_dtype="bf16", kv_dtype=None,
