@@ -513,6 +513,17 @@ def test_a_disagg_row_whose_recipe_sets_redundant_experts_is_planned_with_those_
     assert sp._layout(m, 1, 48)[1] == "256 experts do not split over 48 attention-DP groups"
     assert sp._layout(m, 1, 48, redundant=40)[1] == "256 experts + 40 redundant do not split over 48 attention-DP groups"
     assert sp._layout(m, 8, 1, redundant=32)[0].redundant_experts == 0  # tensor-parallel experts: no copies to place
+    assert sp._layout(m, 1, 2, redundant=32)[0] == Layout(1, 1, 2, 1, redundant_experts=32)  # DEP2: 144 slots a GPU
+    assert sp._layout(m, 8, 1, "ep", redundant=32)[0] == Layout(8, 1, 1, 1, experts="ep", redundant_experts=32)
+    # copies that do not split over a TEP group's GPUs: its experts priced tensor-parallel, without copies (one
+    # group) or with them (attention-DP groups, over which they do split)
+    assert sp._layout(m, 8, 1, "ep", redundant=4)[0] == Layout(8, 1, 1, 1)
+    assert sp._layout(m, 2, 32, "ep", redundant=32)[0] == Layout(2, 1, 32, 1, redundant_experts=32)
+    assert sp._layout(pm.load_model("llama-3.1-8b"), 2, 1, "ep", redundant=32)[0] == Layout(2, 1, 1, 1)  # dense
     none = next(i for i, v in sp.disagg_settings().items() if v["redundant"] == (0, 0) and i in set(sample["id"]))
     r = silicon.plan(sample[sample["id"] == none])[0]
     assert r["status"] != "ok" or (r["layout"].redundant_experts, r["decode_layout"].redundant_experts) == (0, 0)
+    # a row no recipe was read for (no disagg_settings entry) holds no copies: DEP decode workers still split 256
+    unread = silicon.plan(_one(sample, "dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434"))[0]
+    assert unread["status"] == "ok" and unread["decode_layout"].ep > 1 and unread["decode_layout"].redundant_experts == 0
+    assert "dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434" not in sp.disagg_settings()

@@ -195,12 +195,14 @@ def _layout(model, tp, adp, experts: str = "tp", redundant: int = 0) -> tuple[La
         return None, f"attention_dp {d} on a dense model"
     if model.N % t or (model.K % t and t % model.K):
         return None, f"tp {t} does not divide {model.N} heads / {model.K} KV heads"
-    R = redundant if model.moe and (d > 1 or experts == "ep") else 0
-    slots = (model.moe.n_experts + R) if model.moe else 0
-    if d > 1 and slots % d:
+    if not model.moe:
+        return Layout(t, 1, d, 1), ""
+    R = redundant if d > 1 or experts == "ep" else 0  # copies need the experts spread over the GPUs
+    slots = model.moe.n_experts + R
+    if slots % d:
         return None, f"{model.moe.n_experts} experts" + (f" + {R} redundant" if R else "") + \
             f" do not split over {d} attention-DP groups"
-    if experts == "ep" and (not model.moe or t * d < 2 or slots % (t * d)):
+    if experts == "ep" and (t * d < 2 or slots % (t * d)):
         experts, R = "tp", (R if d > 1 else 0)  # nothing to spread, or whole experts do not split: tensor-parallel
     return Layout(t, 1, d, 1, experts=experts, redundant_experts=R), ""
 
