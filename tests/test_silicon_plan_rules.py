@@ -519,6 +519,7 @@ def test_a_disagg_row_whose_recipe_sets_redundant_experts_is_planned_with_those_
     # group) or with them (attention-DP groups, over which they do split)
     assert sp._layout(m, 8, 1, "ep", redundant=4)[0] == Layout(8, 1, 1, 1)
     assert sp._layout(m, 2, 32, "ep", redundant=32)[0] == Layout(2, 1, 32, 1, redundant_experts=32)
+    assert sp._layout(m, 2, 2, "ep", redundant=2)[0] == Layout(2, 1, 2, 1, redundant_experts=2)  # 258 over 2, not 4
     assert sp._layout(pm.load_model("llama-3.1-8b"), 2, 1, "ep", redundant=32)[0] == Layout(2, 1, 1, 1)  # dense
     none = next(i for i, v in sp.disagg_settings().items() if v["redundant"] == (0, 0) and i in set(sample["id"]))
     r = silicon.plan(sample[sample["id"] == none])[0]
