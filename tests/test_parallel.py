@@ -184,6 +184,9 @@ def test_redundant_experts_from_the_command_line_and_the_api_and_bad_values_in_o
     t = pm.decode("deepseek-r1", "gb200", batch=64, weights_dtype="nvfp4", act_dtype="nvfp4", kv_dtype="fp8",
                   ep=48, redundant_experts=32)
     assert int(t.redundant_experts[0]) == 32 and "redundant_experts" not in pm.decode("deepseek-r1", ep=8)
+    from perfmodel.plots.style import layout_label
+    assert layout_label(Layout(ep=48, redundant_experts=32)) == "ep=48 +32 redundant experts (48 devices)"
+    assert layout_label(Layout(ep=48)) == "ep=48 (48 devices)"
     for extra, words in ((["-m", "llama-3.1-8b", "--redundant-experts", "4"], "no experts to replicate"),
                          (["-m", "deepseek-r1", "--redundant-experts", "4"], "needs expert parallelism"),
                          (["-m", "deepseek-r1", "--ep", "8", "--redundant-experts", "4"], "256 experts + 4 redundant"),

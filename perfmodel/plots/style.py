@@ -131,6 +131,7 @@ def layout_label(lay: Layout) -> str:
     if lay.devices == 1:
         return "1 device"
     parts = [f"{k}={getattr(lay, k)}" for k in ("tp", "pp", "ep") if getattr(lay, k) > 1]
+    parts += [f"+{lay.redundant_experts} redundant experts"] if lay.redundant_experts else []
     return " ".join(parts) + f" ({lay.devices} devices)"
 
 
