@@ -414,9 +414,11 @@ def kv(model=DEFAULT_MODEL, context=1024, batch=1, kv_dtype="bf16", sets=None) -
 
 
 def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weights_dtype="bf16", kv_dtype=None,
-           act_dtype="bf16", context=1024, sets=None, quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1) -> Table:
+           act_dtype="bf16", context=1024, sets=None, quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1,
+           redundant_experts=0) -> Table:
     """The inverse question: after weights and overhead, how many KV tokens fit, and how many users
-    at each context (KV plus each sequence's decode activations)."""
+    at each context (KV plus each sequence's decode activations). redundant_experts as in decode: the
+    copies' weights take memory the KV cache would have had."""
     prec = _prec(weights_dtype, kv_dtype, act_dtype, quantize_embeddings)
     S = _positive(context, "--context")
     cap = _quantity(memory, "--memory", "bytes") if memory is not None else None
@@ -429,7 +431,7 @@ def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weight
             raise SpecError("--memory", None, "give either -H HARDWARE or --memory, not both")
         device = "custom"
     check_sets(sets)
-    lay = layout(tp, pp, ep, replicas)
+    lay = layout(tp, pp, ep, replicas, redundant_experts=redundant_experts)
     out = []
     for name in _required(model, "--model"):
         m = load_model(name, sets)
@@ -445,6 +447,8 @@ def budget(model=DEFAULT_MODEL, hardware=None, memory=None, overhead=0.0, weight
         if lay != Layout():
             cols.update(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), replicas=float(lay.replicas),
                         devices=float(lay.devices))
+            if lay.redundant_experts:
+                cols.update(redundant_experts=float(lay.redundant_experts))
         out.append(_flat(cols))
     return concat(out)
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import perfmodel as pm
 from perfmodel import api, engine, parallel
 from perfmodel.cli import main
-from perfmodel.ops import COMM, Layout, build_ops
+from perfmodel.ops import COMM, Layout, Precision, build_ops
 
 # explicit link numbers, so that these laws do not depend on the catalog's sourced values
 H100 = pm.load_hardware("h100-sxm").replace(link_bandwidth=450e9, link_latency=2e-6, devices_per_node=8,
@@ -194,3 +194,21 @@ def test_redundant_experts_from_the_command_line_and_the_api_and_bad_values_in_o
         assert main(["decode", *extra]) == 2
         err = capsys.readouterr().err
         assert "--redundant-experts" in err and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_redundant_experts_take_kv_memory_in_the_budget(capsys):
+    """How many users fit: DeepSeek-R1 NVFP4 over 32 GB200s holds one more expert a layer with 32 copies (9, not 8),
+    and each GPU's KV cache is smaller by exactly those bytes, so the replica holds fewer tokens and sequences."""
+    kw = dict(weights_dtype="nvfp4", act_dtype="nvfp4", kv_dtype="fp8", context=2048, ep=32)
+    a, b = pm.budget("deepseek-r1", "gb200", **kw), pm.budget("deepseek-r1", "gb200", redundant_experts=32, **kw)
+    m = pm.load_model("deepseek-r1")
+    prec = Precision(weights="nvfp4", act="nvfp4", kv="fp8")
+    one = build_ops(m, 1.0, 1.0, 2048.0, "decode", prec, layout=Layout(ep=256))  # one expert a device
+    expert = sum(float(o.w_stored) * o.count for o in one if o.name.startswith("expert_"))
+    assert float(b.weight_bytes[0] - a.weight_bytes[0]) == pytest.approx(expert, rel=1e-9)
+    cap, kvt = float(a.memory_capacity[0]), float(a.kv_bytes_per_token[0])
+    for t in (a, b):
+        assert int(t.max_tokens[0]) == int((cap - float(t.weight_bytes[0])) // kvt) * 32
+    assert int(b.max_batch[0]) < int(a.max_batch[0]) and int(b.redundant_experts[0]) == 32
+    assert main(["budget", "-m", "deepseek-r1", "--ep", "8", "--redundant-experts", "4"]) == 2
+    assert "256 experts + 4 redundant" in capsys.readouterr().err

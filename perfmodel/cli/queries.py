@@ -119,10 +119,12 @@ def budget(model: str = Model, hardware: Optional[str] = typer.Option(None, "-H"
            overhead: str = typer.Option("0", "--overhead", metavar="<bytes>", help="Reserved memory, e.g. 1.5GiB."),
            weights_dtype: str = WDtype, kv_dtype: Optional[str] = KVDtype, act_dtype: str = ADtype,
            context: str = typer.Option("1024", "--context", metavar="<int list>", help="Context S in tokens (comma list)."), sets: Optional[List[str]] = Sets, fmt: str = Fmt,
-           quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas):
+           quantize_embeddings: bool = QEmb, tp: int = TP, pp: int = PP, ep: int = EP, replicas: int = Replicas,
+           redundant_experts: int = Redundant):
     """The inverse question: how many KV tokens fit, and how many users at a context (per replica)."""
     t = api.budget(model, hardware, memory, overhead, weights_dtype, kv_dtype, act_dtype,
-                   _ints(context, "--context"), _sets(sets), quantize_embeddings, tp, pp, ep, replicas)
+                   _ints(context, "--context"), _sets(sets), quantize_embeddings, tp, pp, ep, replicas,
+                   redundant_experts)
     _out(render(t, _fmt(fmt), ["model", "max_tokens", "max_batch", "weight_bytes", "context"],
                 ["model", "hardware", "memory_capacity", "overhead_bytes", "weight_bytes", "context",
                  "kv_bytes_per_token", "max_tokens", "max_batch"]))

@@ -221,7 +221,8 @@ def kv(model="llama-2-13b", context=1024, batch=1, kv_dtype="bf16", sets=None):
 
 
 def budget(model="llama-2-13b", hardware=None, memory=None, overhead=0.0, weights_dtype="bf16", kv_dtype=None,
-           act_dtype="bf16", context=1024, sets=None, quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1):
+           act_dtype="bf16", context=1024, sets=None, quantize_embeddings=False, tp=1, pp=1, ep=1, replicas=1,
+           redundant_experts=0):
     """The inverse question: after the weights and an overhead, how many KV tokens fit, and how
     many users at each context.
 
@@ -236,6 +237,7 @@ def budget(model="llama-2-13b", hardware=None, memory=None, overhead=0.0, weight
     sets : dict -- {_SETS}
     quantize_embeddings : bool -- store the embedding and LM head in weights_dtype too
     tp, pp, ep, replicas : int -- {_LAYOUT}
+    redundant_experts : int -- {_REDUNDANT}
 
     Returns
     -------
@@ -248,7 +250,7 @@ def budget(model="llama-2-13b", hardware=None, memory=None, overhead=0.0, weight
     64
     """
     return _frame(_api.budget(model, hardware, memory, overhead, weights_dtype, kv_dtype, act_dtype, context, sets,
-                              quantize_embeddings, tp, pp, ep, replicas))
+                              quantize_embeddings, tp, pp, ep, replicas, redundant_experts))
 
 
 def show(name, sets=None, weights_dtype="bf16", kv_dtype=None):
