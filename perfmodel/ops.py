@@ -104,7 +104,8 @@ class _Builder:
                  layout: Layout, share: float):
         lay = layout
         self.tp, self.ep, self.share = lay.tp, lay.ep, share
-        self.experts, self.redundant = lay.experts, lay.redundant_experts
+        # expert slots of a MoE layer: its E experts and the layout's R copies of busy ones (Layout.redundant_experts)
+        self.experts, self.slots = lay.experts, (m.moe.n_experts + lay.redundant_experts if m.moe else 0)
         # per device: ceil(B/ep) whole sequences on the busiest one (expert groups run attention
         # data-parallel, each on sequences of its own), N/tp query heads, K/tp KV heads (replicated
         # when K < tp), d_ff/tp, vocab/tp; all tokens Mg of the replica route to the experts
@@ -394,7 +395,7 @@ class _Builder:
             up = self.ops[-3]
             # a tp group that holds whole experts (TEP) runs the expert-parallel kernel over tp x ep devices
             mt, me = (1, self.tp * self.ep) if self.experts == "ep" else (self.tp, self.ep)
-            up.moe = down.moe = (self.Mg, D, e.d_ff_expert, e.n_active, e.n_experts + self.redundant, mt, me)
+            up.moe = down.moe = (self.Mg, D, e.d_ff_expert, e.n_active, self.slots, mt, me)
 
     def moe(self, g, n):
         e, M, D, ep = self.m.moe, self.M, self.m.D, self.ep
@@ -415,7 +416,7 @@ class _Builder:
         # R redundant slots (expert-parallel load balancing, DeepSeek's EPLB): S = E + R slots, S/ep per device; a
         # token's pair goes to one copy of its expert, so the pairs stay Mg*k/ep, spread as if over S experts
         g_e = ep * self.tp if self.experts == "ep" else ep
-        S = e.n_experts + self.redundant
+        S = self.slots
         self.mlp(g, n, e.d_ff_expert * (self.tp if self.experts == "ep" else 1), "expert", E=S / g_e,
                  rows=self.Mg * e.n_active / g_e, touched=_touched(S, e.n_active, self.Mg) / g_e,
                  bias=e.expert_bias or self.m.linear_bias, group="experts")
