@@ -196,6 +196,22 @@ def test_the_achievable_estimate_is_never_faster_than_the_roofline_bound(points)
     assert (a["predicted_ttft_ms"] >= r["predicted_ttft_ms"] * (1 - 1e-9)).all()
 
 
+def test_the_roofline_at_the_measured_rate_is_below_its_closed_loop_and_only_the_roofline_has_it(points):
+    """Where the roofline's closed loop serves more requests a second than the measured run, the bound holds fewer
+    clients in the system (Little's law at the measured rate) and its TTFT and TPOT are no higher than the loop's."""
+    r = points[points["mode"] == "roofline"]
+    assert np.isfinite(r[["bound_ttft_ms", "bound_tpot_ms"]].to_numpy()).all()
+    assert points.loc[points["mode"] == "achievable", ["bound_ttft_ms", "bound_tpot_ms"]].isna().all().all()
+    rate = [silicon.measured_rate(row, p) for (_, row), p in
+            zip(r.rename(columns={"measured_ttft_ms": "silicon_ttft_ms", "measured_tpot_ms": "silicon_tpot_ms"})
+                .iterrows(), [{"concurrency": n, "spread": None} for n in r["concurrency"]])]
+    faster = r["request_rate"].to_numpy() > np.array(rate)
+    assert faster.any()
+    for k in ("ttft", "tpot"):
+        assert (r[f"bound_{k}_ms"] <= r[f"predicted_{k}_ms"] * (1 + 1e-9)).all()
+        assert (r[f"bound_{k}_ms"][faster] < r[f"predicted_{k}_ms"][faster]).any()
+
+
 def test_disaggregated_stages_share_the_clients(sample):
     """The prefill stage's and the decode stage's clients add up to the benchmark's concurrency, to the last client
     (the share is a real number: silicon_disagg.balance)."""

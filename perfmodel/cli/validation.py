@@ -101,6 +101,7 @@ def _report(points, out, plot, fmt, summary_only, compare) -> None:
 
     summ = silicon.summarize(points)
     cov = silicon.coverage(points)
+    bnd = silicon.bounds(points)
     if out is not None:
         write_text(out, points.to_csv(index=False, float_format="%.6g"), "-o")
         sys.stderr.write(f"wrote {out}\n")
@@ -109,7 +110,8 @@ def _report(points, out, plot, fmt, summary_only, compare) -> None:
 
         sys.stderr.write(f"wrote {plots.save(plots.serving_validation(points), plot)}\n")
     if fmt == "json":
-        _out(json.dumps({"coverage": cov, "summary": summ.to_dict("records")}, indent=1, default=float))
+        _out(json.dumps({"coverage": cov, "bounds": bnd, "summary": summ.to_dict("records")}, indent=1,
+                        default=float))
         return
     if fmt == "csv":
         _out(summ.to_csv(index=False, float_format="%.6g").rstrip("\n"))
@@ -134,6 +136,13 @@ def _report(points, out, plot, fmt, summary_only, compare) -> None:
         lines.append(f"not predicted, {n:,}: {why}")
     lines.append("error = predicted / measured - 1 per point; bias = the median error (negative: predicted faster); "
                  "roofline prices each step at the ideal bound, achievable estimates a good implementation")
+    if bnd is not None:
+        line = (f"the roofline's closed loop is slower than measured at {bnd['closed_loop_ttft']:,} TTFT and "
+                f"{bnd['closed_loop_tpot']:,} TPOT of its {bnd['points']:,} points")
+        if "at_rate_ttft" in bnd:
+            line += (f"; at the measured request rate (the bound) at {bnd['at_rate_ttft']:,} TTFT and "
+                     f"{bnd['at_rate_tpot']:,} TPOT of {bnd['at_rate_points']:,}")
+        lines.append(line)
     _out("\n".join("# " + x for x in lines))
     if compare is not None:
         _out("")

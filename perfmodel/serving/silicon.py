@@ -73,6 +73,7 @@ from .kvmemory import KVSizes
 from .speculative import SpecCost, module_memory
 from .silicon_report import (  # noqa: F401 (re-exported)
     MAX_FILE_BYTES, CATEGORIES, MAX_POINTS, check_points, SUMMARY_COLUMNS, summarize, coverage, load_points, compare,
+    bounds,
 )
 
 from .silicon_plan import (  # noqa: F401 (re-exported)
@@ -267,14 +268,20 @@ class Predictor(Disaggregated):
         wait, dp = p.get("batch_wait"), p["layout"].ep
         wait = None if not wait or dp > 1 else (wait[0], wait[1] * inst.budget)
         balance = (dp, *p["adp_balance"]) if p.get("adp_balance") and dp > 1 else None
-        r = self.closed(inst, p["concurrency"], isl, osl,
-                        prefill=p.get("prefill") or PREFILL.get(p.get("engine"), "chunked"),
-                        slots=slots, tokens=tokens, wait=wait, balance=balance,
-                        profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"),
-                        recv=p.get("recv"), ahead=ahead)
-        return {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
-                "request_rate": r["rate"],
-                "preempted": r["preempted"]}
+        def sim(n):
+            return self.closed(inst, n, isl, osl, prefill=p.get("prefill") or PREFILL.get(p.get("engine"), "chunked"),
+                               slots=slots, tokens=tokens, wait=wait, balance=balance,
+                               profile=p.get("profile", PROFILE_ROUNDS), spread=None if tokens else p.get("spread"),
+                               recv=p.get("recv"), ahead=ahead)
+        r = sim(p["concurrency"])
+        out = {"ttft_s": r["ttft_profile"], "tpot_s": r["tpot_profile"], "in_flight": r["in_flight"],
+               "request_rate": r["rate"], "preempted": r["preempted"]}
+        if self.mode == "roofline" and p.get("measured_rate"):  # the bound at the measured request rate
+            pool = self.pool(sim, lambda x, c: x["rate"])
+            u = self.at_rate(pool, float(p["concurrency"]), p["measured_rate"])
+            f = pool(u)[1] if u is not None else (lambda k: r[k])  # None: no faster than measured, the loop's
+            out.update(bound_ttft_s=f("ttft_profile"), bound_tpot_s=f("tpot_profile"))
+        return out
 
     def ahead(self, p: dict) -> bool:
         """Whether the point's engine forms step k + 1 while step k runs (its profile's overlap_schedule, fastsim.run's
@@ -384,6 +391,9 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
 
     plans = plan(df)
     base = df.reset_index(drop=True)
+    for i, p in enumerate(plans):
+        if p["status"] == "ok":
+            p["measured_rate"] = measured_rate(base.iloc[i], p)
     batches = _batches(plans)
     work = [(mode, b) for mode in modes for b in batches]
     todo, done = sum(len(b) for _, b in work), 0
@@ -413,7 +423,8 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                               if "weights" in p else "",
                  "layout": _lay(p), "measured_ttft_ms": float(src["silicon_ttft_ms"]),
                  "measured_tpot_ms": float(src["silicon_tpot_ms"]), "predicted_ttft_ms": math.nan,
-                 "predicted_tpot_ms": math.nan, "request_rate": math.nan, "in_flight": math.nan,
+                 "predicted_tpot_ms": math.nan, "bound_ttft_ms": math.nan, "bound_tpot_ms": math.nan,
+                 "request_rate": math.nan, "in_flight": math.nan,
                  "prefill_clients": math.nan, "decode_clients": math.nan,
                  "status": p["status"], "reason": p["reason"], "assumed": p["assumed"],
                  "workers": p.get("workers", ""), "speculative": p.get("speculative", ""),
@@ -425,12 +436,24 @@ def predict(df, modes=MODES, rounds: int = 2, jobs: int | None = 1, progress=Non
                 r.update(predicted_ttft_ms=out["ttft_s"] * 1e3, predicted_tpot_ms=out["tpot_s"] * 1e3,
                          in_flight=out["in_flight"], request_rate=out["request_rate"],
                          prefill_clients=out.get("prefill_clients", math.nan),  # a disagg point's split of the N
-                         decode_clients=out.get("decode_clients", math.nan))  # clients (silicon_disagg.balance)
+                         decode_clients=out.get("decode_clients", math.nan),  # clients (silicon_disagg.balance)
+                         bound_ttft_ms=out.get("bound_ttft_s", math.nan) * 1e3,  # roofline: at the measured rate
+                         bound_tpot_ms=out.get("bound_tpot_s", math.nan) * 1e3)
             rows.append(r)
     t = pd.DataFrame(rows)
     for k in ("ttft", "tpot"):
         t[f"{k}_error"] = (t[f"predicted_{k}_ms"] - t[f"measured_{k}_ms"]) / t[f"measured_{k}_ms"]
     return t
+
+
+def measured_rate(row, p: dict) -> float | None:
+    """The requests a second the measured run served (Little's law on its closed loop of N clients, each always
+    waiting on a request: X = N / the mean time a request), a request's time being TTFT + (its output - 1) x TPOT
+    (TPOT = (last - first token) / (output - 1)), with the mean output the benchmark drew (spread: the range's)."""
+    osl = int(row["osl"])
+    out = (int(osl * p["spread"]) + osl) / 2 if p.get("spread") is not None else osl
+    t = float(row["silicon_ttft_ms"]) + ((out - 1.0) * float(row["silicon_tpot_ms"]) if out > 1 else 0.0)
+    return p["concurrency"] / (t * 1e-3) if math.isfinite(t) and t > 0.0 else None
 
 
 def _lay(p: dict) -> str:

@@ -92,11 +92,18 @@ class Disaggregated:
             # (N / W_p a worker), not the share the pools hold once the loop is steady
             return self.burst_mean(pre, -(-N // Wp), isl, steady, slots=pslots, **bench) + move
 
+        bound = self.mode == "roofline" and p.get("measured_rate")  # also the bound at the measured request rate
         if b is None:  # a one-token output: the prefill pool holds every client it can
             a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)
             t_p = phase(a["stage"])
-            return {"ttft_s": t_p, "tpot_s": math.nan, "in_flight": math.nan, "request_rate": Wp * a["rate"],
-                    "preempted": 0, "transfer_s": move, "prefill_clients": c_p * Wp, "decode_clients": 0}
+            out = {"ttft_s": t_p, "tpot_s": math.nan, "in_flight": math.nan, "request_rate": Wp * a["rate"],
+                   "preempted": 0, "transfer_s": move, "prefill_clients": c_p * Wp, "decode_clients": 0}
+            if bound:
+                prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
+                                    lambda r, c: Wp * c / (r["stage"] + move))
+                u = self.at_rate(prefill, N / Wp, p["measured_rate"])
+                out.update(bound_ttft_s=t_p if u is None else phase(prefill(u)[1]("stage")), bound_tpot_s=math.nan)
+            return out
         # the answer: the configured warm-up and rounds, at the real share where the pools' rates cross
         prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
                             lambda r, c: Wp * c / (r["stage"] + move))  # each client also waits the transfer
@@ -106,9 +113,17 @@ class Disaggregated:
         x_p, f_p = prefill(u_p)
         x_d, f_d = decode((N - Wp * u_p) / Wd)
         t_p = phase(f_p("stage"))
-        return {"ttft_s": t_p + f_d("ttft_profile"), "tpot_s": f_d("tpot_profile"), "in_flight": math.nan,
-                "request_rate": min(x_p, x_d), "preempted": round(f_d("preempted")), "transfer_s": move,
-                "prefill_clients": Wp * u_p, "decode_clients": N - Wp * u_p}
+        out = {"ttft_s": t_p + f_d("ttft_profile"), "tpot_s": f_d("tpot_profile"), "in_flight": math.nan,
+               "request_rate": min(x_p, x_d), "preempted": round(f_d("preempted")), "transfer_s": move,
+               "prefill_clients": Wp * u_p, "decode_clients": N - Wp * u_p}
+        if bound:  # each pool holds the clients that serve the measured rate; the rest are between requests
+            x = p["measured_rate"]
+            v_p, v_d = self.at_rate(prefill, N / Wp, x), self.at_rate(decode, N / Wd, x)
+            if v_p is not None and v_d is not None and Wp * v_p + Wd * v_d <= N:
+                f_p, f_d = prefill(v_p)[1], decode(v_d)[1]
+                t_p = phase(f_p("stage"))
+            out.update(bound_ttft_s=t_p + f_d("ttft_profile"), bound_tpot_s=f_d("tpot_profile"))
+        return out
 
     @staticmethod
     def pool(sim, rate):
@@ -130,6 +145,25 @@ class Disaggregated:
             x = sum(xs)
             return x, lambda k: sum(xi * float(r[k]) for xi, (r, _, _) in zip(xs, runs)) / x
         return at
+
+    @staticmethod
+    def at_rate(pool, top: float, x: float) -> float | None:
+        """The real clients u in (0, top] a worker of `pool` (pool's) holds where the pool serves x requests a second
+        (bisection: its rate grows with its clients), or None where even `top` clients serve no more than x.
+        The bound at a measured rate: a closed loop whose server is faster than the measured one turns its clients
+        over faster and so sends more requests a second, which queue (its TTFT is then no bound on the measured
+        one); at the measured rate X, Little's law leaves only X x (its time a request) of the clients in the
+        system, the others between requests (docs/validation.md, "The bound at the measured rate")."""
+        if pool(top)[0] <= x:
+            return None
+        lo, hi = 0.0, top
+        while hi - lo > BALANCE_TOL * hi:  # relative: the bound's clients may be a small share of one
+            mid = 0.5 * (lo + hi)
+            if pool(mid)[0] < x:
+                lo = mid
+            else:
+                hi = mid
+        return hi
 
     @staticmethod
     def balance(N: int, Wp: int, Wd: int, c0: int, prefill, decode) -> float:

@@ -91,6 +91,25 @@ def summarize(points) -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
+def bounds(points) -> dict | None:
+    """The roofline as a bound, on its predicted points (None without roofline rows): how many measured TTFTs and
+    TPOTs its closed loop exceeds ("closed_loop"), and, where the table has them (bound_ttft_ms, bound_tpot_ms),
+    how many the roofline at the measured request rate exceeds ("at_rate"; silicon_disagg.at_rate). Only the
+    second is a bound: a faster server in the same closed loop serves more requests a second, which queue."""
+    r = points[(points["mode"] == "roofline") & (points["status"] == "ok")]
+    if r.empty:
+        return None
+    out = {"points": len(r)}
+    for name, pre in (("closed_loop", "predicted"), ("at_rate", "bound")):
+        if f"{pre}_ttft_ms" not in r.columns:
+            continue
+        for k in ("ttft", "tpot"):
+            got, meas = r[f"{pre}_{k}_ms"].to_numpy(float), r[f"measured_{k}_ms"].to_numpy(float)
+            out[f"{name}_{k}"] = int(np.sum(np.isfinite(got) & np.isfinite(meas) & (got > meas)))
+        out[f"{name}_points"] = int(np.sum(np.isfinite(r[f"{pre}_ttft_ms"].to_numpy(float))))
+    return out
+
+
 def coverage(points) -> dict:
     """Rows predicted in every mode, and the reasons of the others counted (a row's first reason, mode by mode)."""
     ok = points.groupby("id", sort=False)["status"].agg(lambda x: bool((x == "ok").all()))
