@@ -439,6 +439,16 @@ fig = plots.serving_validation(v)
 summary[summary.category.isin(["overall", "concurrency"])]
 """),
     ("markdown", """
+In a closed loop the roofline's TTFT is no bound: its faster server turns the clients over faster, sends more
+prompts a second, and they queue. The bound holds the request rate at the one measured (Little's law: the
+clients over a request's measured time) with only the clients that rate keeps in the system.
+"""),
+    ("code", """
+assert (v.bound_ttft_ms <= v.predicted_ttft_ms * (1 + 1e-9)).all()
+v[["concurrency", "measured_ttft_ms", "predicted_ttft_ms", "bound_ttft_ms", "measured_tpot_ms",
+   "bound_tpot_ms"]].tail(3), summary.loc[summary.category == "overall", ["ttft_above", "bound_ttft_above"]]
+"""),
+    ("markdown", """
 Disaggregated runs that do not record their workers take them from the InferenceX recipe they ran (the
 `workers` column: recorded, recipe or assumed), with the speculative decoding the recipe used, which the
 sample does not record; where the recipe names its MTP drafts (TensorRT-LLM's `..._mtp3.yaml`) the decode

@@ -152,21 +152,31 @@ def test_a_one_token_disagg_point_s_bound_is_its_prefill_pool_at_the_measured_ra
 def _table(pred_ttft, bound_ttft, pred_tpot, bound_tpot, mode="roofline"):
     n = len(pred_ttft)
     return pd.DataFrame({"id": [f"p{i}" for i in range(n)], "mode": [mode] * n, "status": ["ok"] * (n - 1) + ["skipped"],
+                         "serving_mode": ["agg", "agg", "disagg", "agg"][:n], "backend": ["vllm"] * n,
+                         "system": ["h200_sxm"] * n, "model_path": ["m"] * n, "band": ["5-32"] * n,
+                         "assumed": [""] * n, "ttft_error": [0.0] * n, "tpot_error": [0.0] * n,
                          "measured_ttft_ms": [100.0] * n, "measured_tpot_ms": [10.0] * n,
                          "predicted_ttft_ms": pred_ttft, "predicted_tpot_ms": pred_tpot,
                          "bound_ttft_ms": bound_ttft, "bound_tpot_ms": bound_tpot})
 
 
-def test_the_report_counts_measured_times_each_roofline_exceeds_on_its_predicted_points():
+def _counts(t, cols):
+    s = silicon_report.summarize(t).set_index(["mode", "category", "group"])
+    return {k: s.loc[k, cols].tolist() for k in s.index if k[1] in ("overall", "serving")}
+
+
+def test_the_summary_counts_measured_times_each_estimate_exceeds_on_its_predicted_points():
     t = _table([150.0, 100.0, 90.0, 500.0], [90.0, 100.0, 101.0, 500.0], [11.0, 9.0, 12.0, 50.0],
                [9.0, 9.0, 10.5, 50.0])
-    # the last row was not predicted; a tie is no violation
-    assert silicon_report.bounds(t) == {"points": 3, "closed_loop_ttft": 1, "closed_loop_tpot": 2, "closed_loop_points": 3,
-                                        "at_rate_ttft": 1, "at_rate_tpot": 1, "at_rate_points": 3}
+    cols = ["points", "ttft_above", "tpot_above", "bound_ttft_above", "bound_tpot_above"]
+    # the last row was not predicted; a tie is no excess
+    assert _counts(t, cols) == {("roofline", "overall", "all"): [3, 1, 2, 1, 1],
+                                ("roofline", "serving", "agg"): [2, 1, 1, 0, 0],
+                                ("roofline", "serving", "disagg"): [1, 0, 1, 1, 1]}
     old = t.drop(columns=["bound_ttft_ms", "bound_tpot_ms"])  # a table written before the bound
-    assert silicon_report.bounds(old) == {"points": 3, "closed_loop_ttft": 1, "closed_loop_tpot": 2,
-                                          "closed_loop_points": 3}
-    assert silicon_report.bounds(_table([1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0], "achievable")) is None
+    assert "bound_ttft_above" not in silicon_report.summarize(old).columns
+    ach = silicon_report.summarize(_table([150.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0], "achievable"))
+    assert ach["ttft_above"].tolist()[0] == 1 and "bound_ttft_above" not in ach.columns  # a bound is roofline's
 
 
 def test_the_cli_says_how_often_each_roofline_exceeds_the_measured_time(tmp_path, capsys):
@@ -180,7 +190,7 @@ def test_the_cli_says_how_often_each_roofline_exceeds_the_measured_time(tmp_path
     assert main(["validate", "--serving", "--points", str(f)]) == 0
     out = capsys.readouterr().out
     assert ("the roofline's closed loop is slower than measured at 6 TTFT and 0 TPOT of its 6 points; at the measured "
-            "request rate (the bound) at 0 TTFT and 1 TPOT of 6") in out
+            "request rate (the bound) at 0 TTFT and 1 TPOT\n") in out
     t.drop(columns=["bound_ttft_ms", "bound_tpot_ms"]).to_csv(f, index=False)
     assert main(["validate", "--serving", "--points", str(f)]) == 0
     out = capsys.readouterr().out

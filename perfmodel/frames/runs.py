@@ -466,7 +466,8 @@ def serving_validation(sample=None, modes=("roofline", "achievable"), model=None
     disagg), isl, osl, concurrency, band, mode, model, hardware, precision, layout, measured_ttft_ms,
     measured_tpot_ms, predicted_ttft_ms, predicted_tpot_ms (ms), request_rate (1/s), in_flight,
     prefill_clients and decode_clients (a disaggregated row's split of its concurrency, real numbers adding up to
-    it; NaN on an agg row), status ('ok' or 'skipped'), reason, assumed, ttft_error and tpot_error
+    it; NaN on an agg row), bound_ttft_ms and bound_tpot_ms (roofline rows: the roofline at the measured request
+    rate, the bound; docs/validation.md), status ('ok' or 'skipped'), reason, assumed, ttft_error and tpot_error
     (predicted / measured - 1).
 
     Example
@@ -504,7 +505,8 @@ def serving_validation_summary(points):
     Returns
     -------
     DataFrame: mode, category, group, points (int), ttft_median_abs, ttft_p90_abs, ttft_bias,
-    ttft_within_25, and the same four for tpot (fractions: 0.25 is 25%).
+    ttft_within_25, ttft_above (points predicted slower than measured), the same five for tpot (fractions: 0.25
+    is 25%), and on roofline rows bound_ttft_above and bound_tpot_above (the bound above the measured time).
 
     Example
     -------

@@ -73,7 +73,6 @@ from .kvmemory import KVSizes
 from .speculative import SpecCost, module_memory
 from .silicon_report import (  # noqa: F401 (re-exported)
     MAX_FILE_BYTES, CATEGORIES, MAX_POINTS, check_points, SUMMARY_COLUMNS, summarize, coverage, load_points, compare,
-    bounds,
 )
 
 from .silicon_plan import (  # noqa: F401 (re-exported)

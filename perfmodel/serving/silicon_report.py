@@ -65,7 +65,11 @@ SUMMARY_COLUMNS = ("status", "mode", "serving_mode", "assumed", "ttft_error", "t
 
 def summarize(points) -> "pd.DataFrame":
     """Per mode and category: points predicted, median and p90 |error| and the signed bias (median error) of
-    TTFT and TPOT, and the share within +-25%."""
+    TTFT and TPOT, the share within +-25%, and how many measured times the prediction exceeds (ttft_above,
+    tpot_above). Where the table has the roofline at the measured request rate (bound_ttft_ms, bound_tpot_ms;
+    silicon_disagg.at_rate), its roofline rows also count the measured times that exceeds (bound_ttft_above,
+    bound_tpot_above): only it is a bound, since a faster server in the same closed loop serves more requests a
+    second, and they queue."""
     import pandas as pd
 
     missing = [c for c in SUMMARY_COLUMNS if c not in points.columns]
@@ -86,28 +90,18 @@ def summarize(points) -> "pd.DataFrame":
                     r.update({f"{k}_median_abs": float(np.median(a)) if a.size else math.nan,
                               f"{k}_p90_abs": float(np.percentile(a, 90)) if a.size else math.nan,
                               f"{k}_bias": float(np.median(e)) if e.size else math.nan,
-                              f"{k}_within_25": float(np.mean(a <= 0.25)) if a.size else math.nan})
+                              f"{k}_within_25": float(np.mean(a <= 0.25)) if a.size else math.nan,
+                              f"{k}_above": _above(g, "predicted", k)})
+                    if mode == "roofline" and f"bound_{k}_ms" in g.columns:
+                        r[f"bound_{k}_above"] = _above(g, "bound", k)
                 rows.append(r)
     return pd.DataFrame(rows)
 
 
-def bounds(points) -> dict | None:
-    """The roofline as a bound, on its predicted points (None without roofline rows): how many measured TTFTs and
-    TPOTs its closed loop exceeds ("closed_loop"), and, where the table has them (bound_ttft_ms, bound_tpot_ms),
-    how many the roofline at the measured request rate exceeds ("at_rate"; silicon_disagg.at_rate). Only the
-    second is a bound: a faster server in the same closed loop serves more requests a second, which queue."""
-    r = points[(points["mode"] == "roofline") & (points["status"] == "ok")]
-    if r.empty:
-        return None
-    out = {"points": len(r)}
-    for name, pre in (("closed_loop", "predicted"), ("at_rate", "bound")):
-        if f"{pre}_ttft_ms" not in r.columns:
-            continue
-        for k in ("ttft", "tpot"):
-            got, meas = r[f"{pre}_{k}_ms"].to_numpy(float), r[f"measured_{k}_ms"].to_numpy(float)
-            out[f"{name}_{k}"] = int(np.sum(np.isfinite(got) & np.isfinite(meas) & (got > meas)))
-        out[f"{name}_points"] = int(np.sum(np.isfinite(r[f"{pre}_ttft_ms"].to_numpy(float))))
-    return out
+def _above(g, pre: str, k: str) -> int:
+    """The points whose `pre` time (predicted, bound) is above the measured one."""
+    got, meas = g[f"{pre}_{k}_ms"].to_numpy(float), g[f"measured_{k}_ms"].to_numpy(float)
+    return int(np.sum(np.isfinite(got) & np.isfinite(meas) & (got > meas)))
 
 
 def coverage(points) -> dict:
