@@ -117,6 +117,26 @@ def test_an_agg_point_s_bound_holds_the_clients_that_serve_the_measured_rate(sta
     assert "bound_ttft_s" not in silicon.Predictor("roofline")(_agg(64))
 
 
+def test_where_fewer_clients_would_be_slower_the_bound_is_the_loop_s_own_time(stand_ins, monkeypatch):
+    """Prompts of one length sent together run together: a loop's TTFT need not grow with its clients. The bound
+    is the lower of the loop at the measured rate and the loop of all N, metric by metric."""
+    def closed(pred, inst, n, isl, osl, prefilled=False, **k):  # TTFT falls with the clients, TPOT grows
+        return dict(_loop(n), ttft_profile=1.0 / n, ttft=1.0 / n)
+
+    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    plain = silicon.Predictor("roofline")(_agg(64))
+    out = silicon.Predictor("roofline")(_agg(64, plain["request_rate"] / 3))
+    assert out["bound_ttft_s"] == plain["ttft_s"] == 1.0 / 64  # the rate's fewer clients would wait longer
+    pool = silicon.Predictor.pool(lambda c: closed(None, None, c, 0, 0), lambda r, c: r["rate"])
+    u = silicon.Predictor.at_rate(pool, 64.0, plain["request_rate"] / 3)
+    assert out["bound_tpot_s"] == pytest.approx(pool(u)[1]("tpot_profile"), rel=1e-12)
+    assert out["bound_tpot_s"] < plain["tpot_s"]
+    one = silicon.Predictor.lower({"ttft_s": 2.0, "tpot_s": math.nan}, 1.0, math.nan)  # a one-token output
+    assert one["bound_ttft_s"] == 1.0 and math.isnan(one["bound_tpot_s"])
+    assert silicon.Predictor.lower({"ttft_s": 2.0, "tpot_s": 0.5}, 3.0, 0.25) == {"bound_ttft_s": 2.0,
+                                                                                   "bound_tpot_s": 0.25}
+
+
 def test_a_disagg_point_s_bound_has_each_pool_serve_the_measured_rate_with_the_others_between_requests(stand_ins):
     N, Wp, Wd = 60, 2, 3
     plain = silicon.Predictor("roofline")(_disagg(N, Wp, Wd))

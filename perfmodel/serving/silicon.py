@@ -279,7 +279,7 @@ class Predictor(Disaggregated):
             pool = self.pool(sim, lambda x, c: x["rate"])
             u = self.at_rate(pool, float(p["concurrency"]), p["measured_rate"])
             f = pool(u)[1] if u is not None else (lambda k: r[k])  # None: no faster than measured, the loop's
-            out.update(bound_ttft_s=f("ttft_profile"), bound_tpot_s=f("tpot_profile"))
+            out.update(self.lower(out, f("ttft_profile"), f("tpot_profile")))
         return out
 
     def ahead(self, p: dict) -> bool:

@@ -102,7 +102,7 @@ class Disaggregated:
                 prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
                                     lambda r, c: Wp * c / (r["stage"] + move))
                 u = self.at_rate(prefill, N / Wp, p["measured_rate"])
-                out.update(bound_ttft_s=t_p if u is None else phase(prefill(u)[1]("stage")), bound_tpot_s=math.nan)
+                out.update(self.lower(out, t_p if u is None else phase(prefill(u)[1]("stage")), math.nan))
             return out
         # the answer: the configured warm-up and rounds, at the real share where the pools' rates cross
         prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
@@ -122,7 +122,7 @@ class Disaggregated:
             if v_p is not None and v_d is not None and Wp * v_p + Wd * v_d <= N:
                 f_p, f_d = prefill(v_p)[1], decode(v_d)[1]
                 t_p = phase(f_p("stage"))
-            out.update(bound_ttft_s=t_p + f_d("ttft_profile"), bound_tpot_s=f_d("tpot_profile"))
+            out.update(self.lower(out, t_p + f_d("ttft_profile"), f_d("tpot_profile")))
         return out
 
     @staticmethod
@@ -145,6 +145,16 @@ class Disaggregated:
             x = sum(xs)
             return x, lambda k: sum(xi * float(r[k]) for xi, (r, _, _) in zip(xs, runs)) / x
         return at
+
+    @staticmethod
+    def lower(out: dict, ttft: float, tpot: float) -> dict:
+        """The bound's TTFT and TPOT: the lower of the roofline's loop at the measured rate (ttft, tpot) and its
+        loop of all N clients (out's), each serving at least the measured rate. Fewer clients are not always
+        faster: prompts of one length that arrive together run together, so a loop's TTFT need not grow with its
+        clients, and an attention-DP step prices a lone prompt on one rank (docs/validation.md, "The bound at the
+        measured rate"). NaN (no second token) where both are."""
+        return {"bound_ttft_s": float(np.fmin(out["ttft_s"], ttft)),
+                "bound_tpot_s": float(np.fmin(out["tpot_s"], tpot))}
 
     @staticmethod
     def at_rate(pool, top: float, x: float) -> float | None:
