@@ -65,6 +65,16 @@ def steps_and_bytes(coll: str, alg: str, p: float, n):
     raise ValueError(f"unknown algorithm {alg!r}")
 
 
+def remote_nodes(E: float, k: int, m: float) -> float:
+    """The other nodes a token's k experts (of E, E/m on each of m nodes, routed uniformly) live on, on average:
+    (m - 1)(1 - C(E - E/m, k) / C(E, k)). An expert all-to-all across nodes (DeepEP's internode kernels) sends a
+    token once to each of them and fans it out over NVLink there, so these copies are all that must cross."""
+    miss = 1.0
+    for i in range(int(k)):  # C(E - E/m, k) / C(E, k) as a product
+        miss *= max(E - E / m - i, 0.0) / (E - i)
+    return (m - 1.0) * (1.0 - miss)
+
+
 def link_of(hw: Hardware, layout: Layout, group: str) -> tuple[float, float, str]:
     """(bandwidth per direction, one-hop latency, "link" or "network") of the link a device group uses.
 
@@ -272,6 +282,9 @@ class TimeModel:
             else:
                 floor = steps * hop
             if table is None:  # the roofline: full bandwidth, one hop per sequential step
+                if net and op.coll == "alltoall" and op.moe is not None:  # a token crosses once per remote node
+                    _, _, _, k, E, _, _ = op.moe
+                    sent = n / k * remote_nodes(E, k, m)  # n = M k D bytes: M D bytes a copy
                 t = floor + sent / bw
             else:
                 a = table[name]
@@ -342,7 +355,7 @@ class TimeModel:
                     nodes = max(1, math.ceil(ep / (hw.devices_per_node or 1)))
                     phase = "dispatch" if op.name.endswith("dispatch") else "combine"
                     tm_ = ks.alltoall_ep_time(phase, _A2A_DTYPE.get(af.peak, "bfloat16"), D, topk, E, ep, M) \
-                        if ks.alltoall_ep else None
+                        if ks.alltoall_ep and nodes == 1 else None  # NVLink kernels need the group in one domain
                     if tm_ is None:
                         tm_ = ks.alltoall_time(phase, D, topk, E, nodes, M)
                     if tm_ is not None:

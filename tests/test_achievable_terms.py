@@ -69,6 +69,56 @@ def test_a_one_step_all_to_all_across_nodes_pays_one_network_hop_and_no_link_hop
     assert float(t[0]) == pytest.approx(direct, rel=1e-12) and float(sent[0]) == pytest.approx(15 / 16 * 1e6)
 
 
+@pytest.mark.parametrize("E, m", [(8, 2), (8, 4), (12, 3), (16, 2)])
+def test_a_token_s_remote_nodes_are_the_mean_over_every_set_of_experts_it_can_pick(E, m):
+    """remote_nodes(E, k, m): over all C(E, k) equally likely expert sets, the other nodes (of m, E/m experts each)
+    holding at least one of them, counted from node 0, on average."""
+    from itertools import combinations
+
+    from perfmodel.timemodel import remote_nodes
+
+    for k in range(1, 5):
+        sets = list(combinations(range(E), k))
+        mean = sum(len({e // (E // m) for e in c} - {0}) for c in sets) / len(sets)
+        assert remote_nodes(E, k, m) == pytest.approx(mean, rel=1e-12)
+    assert remote_nodes(E, 3, 1) == 0.0  # one node: nothing crosses
+
+
+def test_the_roofline_expert_all_to_all_across_nodes_sends_a_token_once_to_each_remote_node():
+    """DeepEP's internode dispatch sends a token over the network once to each other node holding one of its k
+    experts and fans it out over NVLink there; the bound counts those copies, not k x (p - 1)/p of them."""
+    from perfmodel.timemodel import remote_nodes
+
+    m = load_model("deepseek-r1")
+    ops = [op for op in build_ops(m, 1.0, 512.0, 512.0, "prefill", Precision(), layout=Layout(ep=16))
+           if op.coll == "alltoall"]
+    assert len(ops) == 2
+    for op in ops:
+        t, sent, kind = TimeModel.roofline().collective(op, H100, Layout(ep=16))
+        k, E = m.moe.n_active, m.moe.n_experts
+        copies = remote_nodes(E, k, 2)  # 16 GPUs: two nodes of 8
+        assert kind == "network" and 0.99 < copies < 1.0
+        assert float(sent) == pytest.approx(float(op.msg) / k * copies, rel=1e-12)
+        assert float(t) == pytest.approx(H100.network_latency + float(sent) / H100.network_bandwidth, rel=1e-12)
+    for op in (op for op in build_ops(m, 1.0, 512.0, 512.0, "prefill", Precision(), layout=Layout(ep=8))
+               if op.coll == "alltoall"):  # inside one node: every remote copy, over NVLink
+        _, inside, kind8 = TimeModel.roofline().collective(op, H100, Layout(ep=8))
+        assert kind8 == "link" and float(inside) == pytest.approx(7 / 8 * float(op.msg), rel=1e-12)
+
+
+def test_tensorrt_llm_s_nvlink_all_to_all_prices_only_a_group_inside_one_nvlink_domain():
+    """On an HGX B200 (8 GPUs a node) the NVLink kernels (borrowed from GB200) price an ep 8 all-to-all; ep 16
+    spans two nodes, which no NVLink kernel reaches: the measured DeepEP internode table or the datasheet model."""
+    got = {}
+    for ep in (8, 16):
+        r = pm.intensity("deepseek-r1", "b200", batch=1, context=4096, phases=("prefill",), ep=ep, mode="achievable",
+                         impl="trtllm-1.3")
+        got[ep] = {str(o).split("[")[0]: str(p) for o, p in zip(r["op"], r["priced_by"]) if "alltoall" in str(o)}
+    assert set(got[8]) == {"alltoall_dispatch", "alltoall_combine"} == set(got[16])
+    assert all(v.startswith("AIConfigurator") for v in got[8].values())
+    assert all(v == "datasheet" for v in got[16].values())
+
+
 def test_across_nodes_the_measured_latency_adds_the_intra_node_ring_only_when_a_node_holds_two_or_more():
     tm = TimeModel.achievable(H100, load_impl("graphs"))
     net, link = H100.achievable.network, H100.achievable.link
