@@ -211,6 +211,20 @@ def test_the_roofline_at_the_measured_rate_is_below_its_closed_loop_and_only_the
         assert (r[f"bound_{k}_ms"][faster] < r[f"predicted_{k}_ms"][faster] * (1 - 1e-3)).any()
 
 
+def test_the_table_s_bound_is_the_predictor_s_at_the_rate_measured_in_milliseconds(points, sample):
+    """predict() gives each roofline point its measured rate (Little's law on the row) and writes the predictor's
+    bound in ms."""
+    r = points[(points["mode"] == "roofline")]
+    for kind in ("agg", "disagg"):
+        got = r[r["serving_mode"] == kind].iloc[0]
+        row = sample[sample["id"] == got["id"]]
+        p = silicon.plan(row)[0]
+        p["measured_rate"] = silicon.measured_rate(row.iloc[0], p)
+        want = silicon.Predictor("roofline")(p)
+        assert got["bound_ttft_ms"] == pytest.approx(want["bound_ttft_s"] * 1e3, rel=1e-9)
+        assert got["bound_tpot_ms"] == pytest.approx(want["bound_tpot_s"] * 1e3, rel=1e-9)
+
+
 def test_disaggregated_stages_share_the_clients(sample):
     """The prefill stage's and the decode stage's clients add up to the benchmark's concurrency, to the last client
     (the share is a real number: silicon_disagg.balance)."""
