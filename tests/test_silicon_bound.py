@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from perfmodel.cli import main
+from perfmodel.errors import SpecError
 from perfmodel.ops import Layout
 from perfmodel.serving import disagg, silicon, silicon_report
 
@@ -215,3 +216,10 @@ def test_the_cli_says_how_often_each_roofline_exceeds_the_measured_time(tmp_path
     assert main(["validate", "--serving", "--points", str(f)]) == 0
     out = capsys.readouterr().out
     assert "slower than measured at 6 TTFT and 0 TPOT of its 6 points\n" in out and "measured request rate" not in out
+
+
+def test_a_table_without_the_times_the_counts_read_is_refused_in_one_line():
+    t = _table([150.0, 100.0], [90.0, 100.0], [11.0, 9.0], [9.0, 9.0])
+    for col in ("measured_ttft_ms", "predicted_tpot_ms"):
+        with pytest.raises(SpecError, match=f"lacks {col}"):
+            silicon_report.summarize(t.drop(columns=[col]))

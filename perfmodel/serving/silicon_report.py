@@ -60,7 +60,8 @@ def check_points(points: int, modes: int, limit, opt: str) -> None:
                                    "on 2 cores): narrow it by model/system/backend, or raise the limit to run them")
 
 
-SUMMARY_COLUMNS = ("status", "mode", "serving_mode", "assumed", "ttft_error", "tpot_error")
+SUMMARY_COLUMNS = ("status", "mode", "serving_mode", "assumed", "ttft_error", "tpot_error", "measured_ttft_ms",
+                   "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms")
 
 
 def summarize(points) -> "pd.DataFrame":
