@@ -584,6 +584,18 @@ assert per[(32, 32)] > per[(32, 0)] > per[(48, 32)]  # 9, 8 and 6 experts a GPU
 slots[["ep", "R", "batch", "latency_s", "weight_bytes", "fits"]]
 """),
     ("markdown", """
+Across nodes an expert all-to-all sends a token once to each remote node that holds one of its experts (DeepEP's
+internode kernels), so the roofline counts those copies, (m - 1)(1 - C(E - E/m, k)/C(E, k)) a token, not k. Over two
+HGX B200 nodes the achievable estimate stays above it:
+"""),
+    ("code", """
+from perfmodel.timemodel import remote_nodes
+two = pd.concat([pm.prefill("deepseek-r1", "b200", context=8192, ep=16, **m) for m in
+                 (dict(mode="roofline"), dict(mode="achievable", impl="trtllm-1.3"))])
+assert two.latency_s.iloc[1] >= two.latency_s.iloc[0]
+round(remote_nodes(256, 8, 2), 4), two[["mode", "latency_s", "comm_time_s"]]
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
