@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from perfmodel.cli import main
-from perfmodel.errors import SpecError
 from perfmodel.ops import Layout
 from perfmodel.serving import disagg, silicon, silicon_report
 
@@ -175,7 +174,8 @@ def _table(pred_ttft, bound_ttft, pred_tpot, bound_tpot, mode="roofline"):
     return pd.DataFrame({"id": [f"p{i}" for i in range(n)], "mode": [mode] * n, "status": ["ok"] * (n - 1) + ["skipped"],
                          "serving_mode": ["agg", "agg", "disagg", "agg"][:n], "backend": ["vllm"] * n,
                          "system": ["h200_sxm"] * n, "model_path": ["m"] * n, "band": ["5-32"] * n,
-                         "assumed": [""] * n, "ttft_error": [0.0] * n, "tpot_error": [0.0] * n,
+                         "assumed": [""] * n, "ttft_error": np.array(pred_ttft) / 100.0 - 1,
+                         "tpot_error": np.array(pred_tpot) / 10.0 - 1,
                          "measured_ttft_ms": [100.0] * n, "measured_tpot_ms": [10.0] * n,
                          "predicted_ttft_ms": pred_ttft, "predicted_tpot_ms": pred_tpot,
                          "bound_ttft_ms": bound_ttft, "bound_tpot_ms": bound_tpot})
@@ -205,7 +205,8 @@ def test_the_cli_says_how_often_each_roofline_exceeds_the_measured_time(tmp_path
                       nrows=6, keep_default_na=False, na_values=[""])
     t = src.assign(mode="roofline", status="ok", predicted_ttft_ms=2 * src["measured_ttft_ms"],
                    bound_ttft_ms=0.5 * src["measured_ttft_ms"], predicted_tpot_ms=0.5 * src["measured_tpot_ms"],
-                   bound_tpot_ms=[2.0 * src["measured_tpot_ms"].iloc[0]] + list(0.5 * src["measured_tpot_ms"].iloc[1:]))
+                   bound_tpot_ms=[2.0 * src["measured_tpot_ms"].iloc[0]] + list(0.5 * src["measured_tpot_ms"].iloc[1:]),
+                   ttft_error=1.0, tpot_error=-0.5)  # predicted 2x and 0.5x the measured times
     f = tmp_path / "pts.csv"
     t.to_csv(f, index=False)
     assert main(["validate", "--serving", "--points", str(f)]) == 0
@@ -218,8 +219,11 @@ def test_the_cli_says_how_often_each_roofline_exceeds_the_measured_time(tmp_path
     assert "slower than measured at 6 TTFT and 0 TPOT of its 6 points\n" in out and "measured request rate" not in out
 
 
-def test_a_table_without_the_times_the_counts_read_is_refused_in_one_line():
-    t = _table([150.0, 100.0], [90.0, 100.0], [11.0, 9.0], [9.0, 9.0])
-    for col in ("measured_ttft_ms", "predicted_tpot_ms"):
-        with pytest.raises(SpecError, match=f"lacks {col}"):
-            silicon_report.summarize(t.drop(columns=[col]))
+def test_a_table_without_times_or_bounds_is_summarized_from_its_errors():
+    """Above the measured time is a positive error; a table without the bound (or its measured times) has no
+    bound counts."""
+    t = _table([150.0, 100.0, 90.0, 1.0], [90.0, 100.0, 101.0, 1.0], [11.0, 9.0, 12.0, 1.0], [9.0, 9.0, 10.5, 1.0])
+    bare = t.drop(columns=["measured_ttft_ms", "measured_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms"])
+    s = silicon_report.summarize(bare)
+    row = s[s["category"] == "overall"].iloc[0]
+    assert (row["ttft_above"], row["tpot_above"]) == (1, 2) and "bound_ttft_above" not in s.columns
