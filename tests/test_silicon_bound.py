@@ -156,16 +156,28 @@ def test_a_disagg_point_s_bound_has_each_pool_serve_the_measured_rate_with_the_o
     assert (fast["bound_ttft_s"], fast["bound_tpot_s"]) == (plain["ttft_s"], plain["tpot_s"])
 
 
-def test_a_one_token_disagg_point_s_bound_is_its_prefill_pool_at_the_measured_rate(stand_ins):
+def test_a_one_token_disagg_point_s_bound_is_its_prefill_pool_at_the_measured_rate(stand_ins, monkeypatch):
+    """Each prefill worker holds the clients that serve the measured rate (each also waits the transfer), up to
+    its N / W_p; a rate even N / W_p clients cannot serve leaves the loop's own TTFT."""
+    monkeypatch.setattr(silicon.Predictor, "split", classmethod(lambda cls, *a, **k: 20))  # all 40 clients
     p = dict(_disagg(40, 2, 3), osl=1)
     plain = silicon.Predictor("roofline")(p)
-    x = plain["request_rate"] / 2
-    out = silicon.Predictor("roofline")(dict(p, measured_rate=x))
     pre = silicon.Predictor.pool(lambda c: dict(_loop(c), stage=0.1 + 0.02 * c), lambda r, c: 2 * c / (r["stage"] + 0.004))
+    x = 0.6 * pre(20.0)[0]  # several clients a worker
     v = silicon.Predictor.at_rate(pre, 20.0, x)
+    assert 2.0 < v < 20.0
+    out = silicon.Predictor("roofline")(dict(p, measured_rate=x))
     assert out["bound_ttft_s"] == pytest.approx(pre(v)[1]("stage") + 0.004, rel=1e-12)
     assert out["bound_ttft_s"] < plain["ttft_s"]
     assert math.isnan(out["bound_tpot_s"])
+    # a stage that shortens with more clients: only N / W_p of them may be in a prefill worker, so a rate they
+    # cannot serve leaves the loop's own TTFT, however fast more clients would be
+    monkeypatch.setattr(silicon.Predictor, "closed",
+                        lambda pred, inst, n, isl, osl, prefilled=False, **k: dict(_loop(n), stage=1.0 / (1.0 + n)))
+    fast = silicon.Predictor("roofline")(p)
+    top = 2 * 20 / (1.0 / 21 + 0.004)  # the pool's rate at 20 clients a worker
+    over = silicon.Predictor("roofline")(dict(p, measured_rate=1.01 * top))
+    assert over["bound_ttft_s"] == fast["ttft_s"]
 
 
 # ---------------------------------------------------------------- the report
