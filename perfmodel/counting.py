@@ -1,5 +1,6 @@
-"""How many (query, key) pairs and keys an attention call touches, and how many experts a batch reaches: the
-counting laws the op list (perfmodel.ops) prices, over numpy arrays of T (new tokens) and S (context).
+"""How many (query, key) pairs and keys an attention call touches, how many experts a batch reaches, and which
+layers share a kind: the counting laws the op list (perfmodel.ops) prices, over numpy arrays of T (new tokens)
+and S (context).
 perfmodel.ops re-exports them."""
 from __future__ import annotations
 
@@ -54,3 +55,23 @@ def _touched(E, k, M):
     if E == k:
         return float(E) + 0 * M
     return E * (1.0 - (1.0 - k / E) ** M)
+
+
+def _layer_groups(m):
+    """Layers grouped by (attention kind, MoE or dense MLP, owns its KV under CLA), labelled (ops.layer_groups)."""
+    kinds = m.layer_kinds()
+    sig = [(kinds[i], bool(m.moe and m.moe.is_moe(i)), i % m.kv_share == 0) for i in range(m.n_layers)]
+    counts: dict = {}
+    for s in sig:
+        counts[s] = counts.get(s, 0) + 1
+    several = len(counts) > 1
+    names = {"G": "global", "L": "local", "R": "linear", "C": "chunked"}
+    for (kind, is_moe, owner), n in counts.items():
+        parts = []
+        if len({s[0] for s in sig}) > 1:
+            parts.append(names[kind])
+        if m.moe and len({s[1] for s in sig}) > 1:
+            parts.append("moe" if is_moe else "dense")
+        if m.kv_share > 1:
+            parts.append("kv" if owner else "kv-shared")
+        yield (f"{'/'.join(parts)} x{n}" if several else ""), n, kind, is_moe, owner

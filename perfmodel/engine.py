@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .errors import DataWarning, SpecError
-from .ops import ATTENTION, COMM, Layout, Op, Precision, build_ops
+from .ops import ATTENTION, COMM, Layout, Op, Precision, build_ops, build_step_ops
 from .specs import Hardware, Model
 from .timemodel import MODES, TimeModel, link_of, missing_data, time_model
 
@@ -343,8 +343,9 @@ def kv_growth_per_token(model: Model, prec: Precision | None = None, layout: Lay
 
 
 def _is_attention(op: Op) -> bool:
-    """Ops that run per sequence over its own context (no weights): scores, softmax, weighted sum, state."""
-    return op.kind == ATTENTION or op.name == "attn_softmax"
+    """Ops that run per sequence over its own context (no weights): scores, softmax, weighted sum, state, and the
+    DSA indexer's top-k over each query's logits (T_i x keys_i: summed per sequence, not n x mean T x mean S)."""
+    return op.kind == ATTENTION or op.name in ("attn_softmax", "indexer_topk")
 
 
 def _busiest_group(T, S, ep: int) -> np.ndarray:
@@ -366,6 +367,44 @@ def _busiest_group(T, S, ep: int) -> np.ndarray:
     for load, k in heap:
         loads[k] = load
     return owner == int(np.argmax(loads))
+
+
+def busiest_rank(T, S, ep: int):
+    """(tokens, chunks) of the busiest of ep attention-DP ranks, which run whole sequences each (a prompt chunk
+    is computed on its own sequence's rank): greedy longest-first assignment by new tokens (LPT over the prompt
+    chunks; the unit rows of decoding sequences go one at a time to the least-loaded rank, a water-fill).
+    tokens: that rank's new tokens, the rows of its ops with weights (a 7,373-token prompt beside 3 decodes on 4
+    ranks is 7,373 rows there, not 7,376 / 4); None where build_ops' own ceil(n / ep) x T is exact (ep = 1 or
+    every T equal). chunks: its prompt chunks' (T_i, S_i), whose cached context the ops with weights up-project
+    (MLA's prefill up-projection; decode rows read the latent absorbed); None where every T is equal.
+    Sources: SGLang DP attention dispatches whole requests to ranks (data_parallel_controller.py); TensorRT-LLM
+    attention DP runs one executor per rank (silicon_plan.worker_budget's sources)."""
+    T, S = (np.asarray(x, dtype=np.float64).ravel() for x in (T, S))
+    if T.size == 0 or np.all(T == T[0]):
+        return None, None
+    big = np.flatnonzero(T != 1)
+    big = big[np.argsort(-T[big], kind="stable")]
+    if ep <= 1:
+        return None, (T[big], S[big])
+    import heapq
+
+    heap, owner = [(0.0, k) for k in range(ep)], np.empty(big.size, dtype=int)
+    for j, i in enumerate(big.tolist()):  # a few prompt chunks a step: LPT to the least-loaded rank
+        load, k = heap[0]
+        owner[j] = k
+        heapq.heapreplace(heap, (load + float(T[i]), k))
+    L = np.zeros(ep)
+    for load, k in heap:
+        L[k] = load
+    u, Ls = float(np.count_nonzero(T == 1)), np.sort(L)
+    h = 0.0  # the unit rows water-fill to the lowest level h with sum(h - L_k)^+ >= u
+    for k in range(1, ep + 1):  # raise the k lowest ranks together until the next one or the rows run out
+        if u > 0 and (Ls[k] if k < ep else np.inf) * k - Ls[:k].sum() >= u:
+            h = np.ceil((u + Ls[:k].sum()) / k)
+            break
+    r = int(np.argmax(L))  # the busiest: the most prompt tokens (above h every rank was raised to h: the same one)
+    mine = big[owner == r]
+    return float(max(L[r], h)), (T[mine], S[mine])
 
 
 def query_length(T) -> float:
@@ -394,8 +433,9 @@ def mixed_step(model: Model, hw: Hardware, T_seq, S_seq, prec: Precision | None 
     S = np.asarray(S_seq, dtype=np.float64).ravel()
     n, M = float(T.size), float(T.sum())
     phase = "decode" if np.all(T == 1) else "prefill"
-    token_ops = [op for op in build_ops(model, n, M / n, float(S.mean()), phase, prec, attention, layout=lay)
-                 if not _is_attention(op)]
+    busy, chunks = busiest_rank(T, S, lay.ep)  # the busiest attention-DP rank's rows
+    token_ops = [op for op in build_step_ops(model, n, M / n, float(S.mean()), phase, prec, attention, layout=lay,
+                                             busiest=busy, chunks=chunks) if not _is_attention(op)]
     mine = _busiest_group(T, S, lay.ep)  # with ep > 1, the attention of the busiest device's sequences
     decode, chunk = (T == 1) & mine, (T != 1) & mine
     seq_ops = []

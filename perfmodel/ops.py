@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .formats import Format, get_format
-from .counting import _chunk_prefix, _touched, causal_pairs, chunk_pairs, chunk_read_len, kv_read_len  # noqa: F401
+from .counting import _chunk_prefix, _layer_groups, _touched, causal_pairs, chunk_pairs, chunk_read_len, kv_read_len  # noqa: F401
 from .runconfig import MAX_GPUS, Layout, Precision  # noqa: F401 (re-exported: perfmodel.ops.Layout, ...)
 from .specs import Model
 
@@ -101,7 +101,7 @@ class Op:
 
 class _Builder:
     def __init__(self, m: Model, B, T, S, phase, prec: Precision, attention: str, causal_skip: bool,
-                 layout: Layout, share: float):
+                 layout: Layout, share: float, busiest=None, chunks=None):
         lay = layout
         self.tp, self.ep, self.share = lay.tp, lay.ep, share
         # expert slots of a MoE layer: its E experts and the layout's R copies of busy ones (Layout.redundant_experts)
@@ -110,7 +110,8 @@ class _Builder:
         # data-parallel, each on sequences of its own), N/tp query heads, K/tp KV heads (replicated
         # when K < tp), d_ff/tp, vocab/tp; all tokens Mg of the replica route to the experts
         self.m, self.B, self.T, self.S, self.phase = m, np.ceil(B / lay.ep), T, S, phase
-        self.M, self.Mg = self.B * T, B * T
+        self.M, self.Mg = (self.B * T if busiest is None else busiest), B * T  # busiest, chunks: engine.busiest_rank
+        self.chunks = chunks
         self.N = m.N // lay.tp
         self.K = m.K // lay.tp if m.K >= lay.tp else 1
         self.wf, af, self.kf, self.hf = prec.formats()
@@ -183,6 +184,12 @@ class _Builder:
     def _klen(self, W, C):
         """Keys per sequence this step reads: S, the window's last W+T-1, or the current chunks."""
         return chunk_read_len(self.T, self.S, C) if C else kv_read_len(self.T, self.S, W)
+
+    def _ctx_rows(self, W, C):
+        """Cached keys the ops with weights up-project: B x klen, or the sum over the busiest rank's prompt chunks."""
+        if self.chunks is None:
+            return self.B * self._klen(W, C)
+        return float(np.sum(chunk_read_len(*self.chunks, C) if C else kv_read_len(*self.chunks, W)))
 
     def _kept(self, W, C):
         """Tokens a layer keeps in its cache at context S: all S, or at most W (window) or C (chunk): a
@@ -337,9 +344,8 @@ class _Builder:
             self.attention_core(g, n, Wa, N, r + dr, r, (r + dr) * self.kb, 0.0, group=N, C=C)  # latent read once
             self.matmul("mla_v_up", g, n, M * N, r, dv, touched=N, instances=N, fmt=fa)  # . W_UV per head
         else:
-            B, klen = self.B, self._klen(W, C)
-            up = self.matmul("mla_kv_up", g, n, B * klen, r, N * (dn + dv), fmt=fa)
-            up.act_read = up.act_read + B * klen * dr * self.ab  # shared rope key
+            up = self.matmul("mla_kv_up", g, n, self._ctx_rows(W, C), r, N * (dn + dv), fmt=fa)
+            up.act_read = up.act_read + self._ctx_rows(W, C) * dr * self.ab  # shared rope key
             self.attention_core(g, n, Wa, N, dn + dr, dv, N * (dn + dr) * self.ab, N * dv * self.ab, from_cache=False,
                                 C=C)
         self.matmul("o_proj", g, n, M, N * dv, D, bias=m.linear_bias or m.o_bias, fmt=self.fmt("attention_out"))
@@ -484,25 +490,6 @@ def layer_groups(m: Model):
     return _GROUPS[m]
 
 
-def _layer_groups(m: Model):
-    kinds = m.layer_kinds()
-    sig = [(kinds[i], bool(m.moe and m.moe.is_moe(i)), i % m.kv_share == 0) for i in range(m.n_layers)]
-    counts: dict = {}
-    for s in sig:
-        counts[s] = counts.get(s, 0) + 1
-    several = len(counts) > 1
-    names = {"G": "global", "L": "local", "R": "linear", "C": "chunked"}
-    for (kind, is_moe, owner), n in counts.items():
-        parts = []
-        if len({s[0] for s in sig}) > 1:
-            parts.append(names[kind])
-        if m.moe and len({s[1] for s in sig}) > 1:
-            parts.append("moe" if is_moe else "dense")
-        if m.kv_share > 1:
-            parts.append("kv" if owner else "kv-shared")
-        yield (f"{'/'.join(parts)} x{n}" if several else ""), n, kind, is_moe, owner
-
-
 def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
               attention: str = "fused", causal_skip: bool = True, layout: Layout | None = None,
               stage: bool = False) -> list[Op]:
@@ -513,6 +500,15 @@ def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
     layers (ceil(L/pp) of L; embedding and LM head included), for per-device memory and stage time;
     stage=False keeps every layer once (the path of one token through all stages).
     """
+    return build_step_ops(model, B, T, S, phase, prec, attention, causal_skip, layout, stage)
+
+
+def build_step_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
+                   attention: str = "fused", causal_skip: bool = True, layout: Layout | None = None,
+                   stage: bool = False, busiest=None, chunks=None) -> list[Op]:
+    """build_ops for a step of unequal rows (engine.mixed_step): busiest, the busiest device's new tokens where
+    not ceil(B/ep) x T; chunks, its prompt chunks' (T_i, S_i), whose context MLA's up-projection reads
+    (engine.busiest_rank)."""
     from .errors import SpecError
 
     if phase not in ("prefill", "decode"):
@@ -523,7 +519,8 @@ def build_ops(model: Model, B, T, S, phase: str, prec: Precision | None = None,
     check_layout(model, lay)
     share = -(-model.n_layers // lay.pp) / model.n_layers if (stage and lay.pp > 1) else 1
     f = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731  float64: 405B x 1M context stays exact enough
-    ops = _Builder(model, f(B), f(T), f(S), phase, prec or Precision(), attention, causal_skip, lay, share).build()
+    ops = _Builder(model, f(B), f(T), f(S), phase, prec or Precision(), attention, causal_skip, lay, share,
+                   busiest, chunks).build()
     if lay.pp > 1:
         n = 1 if stage else lay.pp - 1  # activations handed to the next stage
         ab = max((prec or Precision()).formats()[1].bits, 16) / 8  # activations handed on stay 16-bit

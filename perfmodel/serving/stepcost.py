@@ -4,8 +4,9 @@ engine.mixed_step builds one iteration's op list from scratch: the ops with weig
 of the n sequences, then each sequence's attention ops at its own (T_i, S_i), summed into one varlen
 kernel, and prices it (engine.roofline). In a serving run almost every iteration's composition is new
 (contexts grow by one token a step), but its parts are not:
-- the ops with weights depend on (n, M, phase) only (and, for MLA's prefill up-projection, on the mean
-  context), so that prefix of the op list is built, priced and folded once per key;
+- the ops with weights depend on (n, M, phase) only (and on the busiest attention-DP rank's rows, and for
+  MLA's prefill up-projection on its prompt chunks' contexts), so that prefix of the op list is built, priced and
+  folded once per key;
 - a sequence's attention terms depend on its own (phase, T_i, S_i) only, so they are built once per row,
   in one vectorized build_ops call for all rows not seen yet, and kept as a row of numbers.
 Each iteration then gathers its rows, sums each field with the same numpy reduction over the same row
@@ -23,7 +24,7 @@ import copy
 import numpy as np
 
 from .. import engine
-from ..ops import Layout, Precision, build_ops
+from ..ops import Layout, Precision, build_step_ops
 from ..specs import Hardware, Model, load_impl
 from ..timemodel import DEFAULT_IMPL
 from .traffic import _whole
@@ -89,14 +90,15 @@ class MixedStep:
         # a BLAS that packs operands prices ops by their per-row `rows`: replay exactly via mixed_step there
         self.exact = bool((hw.gemm_weight_passes or 1.0) != 1.0 or (hw.attention_kv_passes or 1.0) != 1.0
                           or self.lay.pp > 1)
-        self.prefix: dict = {}  # (n, M, phase[, mean S]) -> folded ops with weights
+        self.prefix: dict = {}  # (n, M, phase[, contexts], busiest tokens) -> folded ops with weights
         self.rows: dict = {"decode": {}, "prefill": {}}  # (T, S) -> attention terms of one sequence
         self.templates: dict = {}  # phase -> (its attention ops, their names): refilled for every step
         self.tables: dict = {}  # phase -> rows x (ops x (FIELDS + keys)): one sequence's terms a row
         self.s_dependent: dict = {}  # phase -> do the ops with weights depend on the context?
 
-    def _ops(self, B, T, S, phase):
-        return build_ops(self.model, B, T, S, phase, self.prec, self.attention, layout=self.lay)
+    def _ops(self, B, T, S, phase, busiest=None, chunks=None):
+        return build_step_ops(self.model, B, T, S, phase, self.prec, self.attention, layout=self.lay, busiest=busiest,
+                              chunks=chunks)
 
     def _depends(self, phase: str) -> bool:
         """Whether the ops with weights change with the context (MLA's prefill up-projection does)."""
@@ -116,10 +118,13 @@ class MixedStep:
                                      tm=self.tm)["latency_s"]
         n, M = float(T.size), float(T.sum())
         phase = "decode" if np.all(T == 1) else "prefill"
-        pk = (n, M, phase, float(S.mean()) if self._depends(phase) else None)
+        busy, chunks = engine.busiest_rank(T, S, self.lay.ep)  # the busiest attention-DP rank's rows
+        ctx = (float(S.mean()), None if chunks is None else (chunks[0].tobytes(), chunks[1].tobytes()))
+        pk = (n, M, phase, ctx if self._depends(phase) else None, busy)
         fold = self.prefix.get(pk)
         if fold is None:
-            token_ops = [op for op in self._ops(n, M / n, float(S.mean()), phase) if not engine._is_attention(op)]
+            token_ops = [op for op in self._ops(n, M / n, float(S.mean()), phase, busy, chunks)
+                         if not engine._is_attention(op)]
             fold = self.prefix[pk] = engine.Fold(_Zeros())
             fold.add(token_ops, self.tm.price(token_ops, self.hw, self.prec, self.lay))
         mine = engine._busiest_group(T, S, self.lay.ep)
