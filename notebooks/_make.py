@@ -596,6 +596,20 @@ assert two.latency_s.iloc[1] >= two.latency_s.iloc[0]
 round(remote_nodes(256, 8, 2), 4), two[["mode", "latency_s", "comm_time_s"]]
 """),
     ("markdown", """
+A serving step under attention DP runs each sequence on one rank, so a prompt chunk is computed where its sequence
+lives: the step's ops with weights take the busiest rank's tokens (`engine.busiest_rank`), not an even share. Kimi-K2.5
+at tp4 x dp4 on B200, a 7,373-token prompt beside three decodes costs the prompt alone and a little more:
+"""),
+    ("code", """
+from perfmodel import engine
+from perfmodel.ops import Layout
+kimi, b200, dp4 = pm.load_model("kimi-k2.5"), pm.load_hardware("b200"), Layout(tp=4, ep=4)
+step = lambda T, S: engine.mixed_step(kimi, b200, T, S, layout=dp4, mode="achievable", impl="trtllm-1.3")["latency_s"]
+alone, beside = step([7373], [7373]), step([7373, 1, 1, 1], [7373, 8000, 8000, 8000])
+assert alone <= beside <= 1.01 * alone
+engine.busiest_rank([7373, 1, 1, 1], [7373, 8000, 8000, 8000], 4)[0], round(alone, 3), round(beside, 3)
+"""),
+    ("markdown", """
 ## Capacity for a fleet, and what to launch
 `pm.capacity` searches the largest request rate a layout serves within the SLOs; `pm.fleet` answers a file
 of such questions (model, hardware, layout or GPU count, workload, SLOs) as one table, on this machine's
