@@ -348,17 +348,13 @@ def _is_attention(op: Op) -> bool:
     return op.kind == ATTENTION or op.name in ("attn_softmax", "indexer_topk")
 
 
-def _busiest_group(T, S, ep: int) -> np.ndarray:
-    """Sequences of the busiest of ep attention groups (each runs whole sequences of its own): greedy
-    longest-first assignment of the sequences to the least-loaded group by tokens attended."""
-    if ep <= 1 or T.size <= 1:  # mutation: equivalent - a shortcut: the loop below gives all to group 0, the argmax
-        return np.ones(T.size, dtype=bool)
+def _lpt(w, ep: int):
+    """Greedy longest-first assignment of the loads w to ep groups, each to the least loaded (the lowest group among
+    equals): (each one's group, the groups' loads)."""
     import heapq
 
-    w = T * S
-    # (load, group): the least loaded first, the lowest group among equals
     heap = [(0.0, k) for k in range(ep)]  # mutation: equivalent - equal start loads, only their order counts
-    owner = np.empty(T.size, dtype=int)
+    owner = np.empty(w.size, dtype=int)
     for i in np.argsort(-w, kind="stable").tolist():
         load, k = heap[0]
         owner[i] = k
@@ -366,6 +362,15 @@ def _busiest_group(T, S, ep: int) -> np.ndarray:
     loads = np.zeros(ep)
     for load, k in heap:
         loads[k] = load
+    return owner, loads
+
+
+def _busiest_group(T, S, ep: int) -> np.ndarray:
+    """Sequences of the busiest of ep attention groups (each runs whole sequences of its own): greedy
+    longest-first assignment of the sequences to the least-loaded group by tokens attended."""
+    if ep <= 1 or T.size <= 1:  # mutation: equivalent - a shortcut: the loop below gives all to group 0, the argmax
+        return np.ones(T.size, dtype=bool)
+    owner, loads = _lpt(T * S, ep)
     return owner == int(np.argmax(loads))
 
 
@@ -383,19 +388,9 @@ def busiest_rank(T, S, ep: int):
     if T.size == 0 or np.all(T == T[0]):
         return None, None
     big = np.flatnonzero(T != 1)
-    big = big[np.argsort(-T[big], kind="stable")]
     if ep <= 1:
         return None, (T[big], S[big])
-    import heapq
-
-    heap, owner = [(0.0, k) for k in range(ep)], np.empty(big.size, dtype=int)
-    for j, i in enumerate(big.tolist()):  # a few prompt chunks a step: LPT to the least-loaded rank
-        load, k = heap[0]
-        owner[j] = k
-        heapq.heapreplace(heap, (load + float(T[i]), k))
-    L = np.zeros(ep)
-    for load, k in heap:
-        L[k] = load
+    owner, L = _lpt(T[big], ep)  # a few prompt chunks a step, longest first to the least-loaded rank
     u, Ls = float(np.count_nonzero(T == 1)), np.sort(L)
     h = 0.0  # the unit rows water-fill to the lowest level h with sum(h - L_k)^+ >= u
     for k in range(1, ep + 1):  # raise the k lowest ranks together until the next one or the rows run out
