@@ -394,7 +394,7 @@ def busiest_rank(T, S, ep: int):
     u, Ls = float(np.count_nonzero(T == 1)), np.sort(L)
     h = 0.0  # the unit rows water-fill to the lowest level h with sum(h - L_k)^+ >= u
     for k in range(1, ep + 1):  # raise the k lowest ranks together until the next one or the rows run out
-        if u > 0 and (Ls[k] if k < ep else np.inf) * k - Ls[:k].sum() >= u:
+        if u > 0 and (Ls[k] if k < ep else np.inf) * k - Ls[:k].sum() >= u:  # mutation: equivalent - at equality k + 1 ranks give the same level
             h = np.ceil((u + Ls[:k].sum()) / k)
             break
     r = int(np.argmax(L))  # the busiest: the most prompt tokens (above h every rank was raised to h: the same one)

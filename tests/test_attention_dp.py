@@ -120,3 +120,46 @@ def test_a_chunk_beside_decodes_costs_no_more_than_the_two_steps_apart(name, mod
     P, S = 512.0, min(8000.0, float(m.max_context) - 1)
     f = lambda T, C: engine.mixed_step(m, hw, T, C, mode=mode)["latency_s"]  # noqa: E731
     assert f([P] + [1] * 64, [P] + [S] * 64) <= f([P], [P]) + f([1] * 64, [S] * 64)
+
+
+def test_the_step_memo_keys_the_busiest_ranks_tokens():
+    """Two steps of the same rows n and tokens M whose busiest ranks differ (one 5-token chunk beside three decodes,
+    four 2-token chunks; or MLA chunks at other contexts) are priced apart by the incremental step cost, each as
+    engine.mixed_step prices it."""
+    from perfmodel.ops import Precision
+    from perfmodel.serving.stepcost import MixedStep
+
+    cases = [("mixtral-8x7b", Layout(tp=1, ep=2), (((1, 900), (1, 900), (1, 900), (5, 905)),
+                                                  ((2, 900), (2, 900), (2, 900), (2, 900)))),
+             # MLA: the same n, M and mean context, the prompt chunk's own context 1,000 or 3,000 (its up-projection)
+             ("deepseek-v2-lite", Layout(), (((1, 3000), (4, 1000)), ((1, 1000), (4, 3000))))]
+    for name, lay, steps in cases:
+        m, hw = load_model(name), load_hardware("h100-sxm")
+        tm = engine.time_model("roofline", hw)
+        fast = MixedStep(m, hw, Precision(), lay, tm)
+        got = []
+        for rows in steps:
+            a = np.array(rows, dtype=float)
+            want = engine.mixed_step(m, hw, a[:, 0], a[:, 1], Precision(), layout=lay, tm=tm)["latency_s"]
+            got.append(fast(rows))
+            assert got[-1] == want
+        assert got[0] != got[1]
+
+
+@pytest.mark.parametrize("name, sets", [("deepseek-v2-lite", None), ("deepseek-r1", None), ("glm-5", None),
+                                        ("deepseek-v2-lite", {"sliding_window": 1024, "layer_pattern": "LG"})])
+def test_a_mixed_steps_mla_up_projection_is_its_prompt_chunks_own(name, sets):
+    """In a step of two prompt chunks and 40 decodes, MLA's up-projection of the cached latent does the work of the
+    two chunks' own up-projections (their keys: the context, or the window's last W + T - 1), and none for the
+    decode rows, which read the latent absorbed."""
+    from perfmodel.ops import build_ops, build_step_ops
+
+    m = load_model(name, sets)
+    T = np.array([700.0, 300.0] + [1.0] * 40)
+    S = np.array([5000.0, 2300.0] + [6000.0] * 40)
+    busy, chunks = engine.busiest_rank(T, S, 1)
+    for f in ("flops", "act_read", "act_write"):  # FLOPs, the latent and rope keys read, the K and V written
+        up = lambda ops: sum(getattr(op, f) * op.count for op in ops if op.name == "mla_kv_up")  # noqa: E731
+        mixed = up(build_step_ops(m, T.size, T.mean(), S.mean(), "prefill", busiest=busy, chunks=chunks))
+        apart = sum(up(build_ops(m, 1, t, s, "prefill")) for t, s in zip(T[:2], S[:2]))
+        assert mixed == pytest.approx(apart, rel=1e-12) and mixed > 0, f
