@@ -39,13 +39,18 @@ class Disaggregated:
     """silicon.Predictor's disaggregated point (mixed into it: uses its instance, closed, transfers, ahead,
     mtp_priced, speculative, no_evict)."""
 
-    def disagg(self, p: dict) -> dict:
+    def stages(self, p: dict) -> dict:
+        """The point's two stages as the disaggregated loop runs them: pre, dec (the prefill and decode workers'
+        Instances; dec speculative where the recipe's drafts are priced), move (the transfer of one prompt's KV
+        cache, s), osl (the decode iterations a request runs), tokens (the output tokens it streams), drafts, ahead,
+        recv, slots (the requests a decode worker holds), pslots (the prompts a prefill iteration holds) and spread
+        (the benchmark's length range, None where speculative steps run at one length)."""
         from .disagg import Transfer
 
         pre = self.instance(p, p["layout"], worker_budget(p, p["layout"], "prefill"), p.get("prefill_moe_backend", ""))
         dec = self.instance(p, p["decode_layout"], worker_budget(p, p["decode_layout"], "decode"),
                             p.get("decode_moe_backend", ""))
-        N, Wp, Wd, isl, osl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
+        Wp, Wd, isl, osl = p["prefill_workers"], p["decode_workers"], p["isl"], p["osl"]
         tkey = (pre.serial, dec.serial)
         tr = self.transfers.get(tkey)
         if tr is None:
@@ -69,9 +74,18 @@ class Disaggregated:
         cap = worker_cap(p, p["decode_layout"], "decode", 1 + drafts)  # the configuration's limits (disagg_limits)
         slots = slots if cap is None else min(slots, cap)
         pslots = worker_cap(p, p["layout"], "prefill")  # prompts a prefill worker batches (its max_batch_size)
-        # the benchmark's requests (sa-bench: 10 N measured, lengths drawn from [0.8 L, L]); speculative steps are
-        # simulated at one length (agg's rule)
-        bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=None if osl != tokens else p.get("spread"))
+        return {"pre": pre, "dec": dec, "move": move, "osl": osl, "tokens": tokens, "drafts": drafts, "ahead": ahead,
+                "recv": recv, "slots": slots, "pslots": pslots,
+                # the benchmark's requests (sa-bench: 10 N measured, lengths drawn from [0.8 L, L]); speculative
+                # steps are simulated at one length (agg's rule)
+                "spread": None if osl != tokens else p.get("spread")}
+
+    def disagg(self, p: dict) -> dict:
+        st = self.stages(p)
+        pre, dec, move, osl, tokens, ahead, recv, slots, pslots = (
+            st[k] for k in ("pre", "dec", "move", "osl", "tokens", "ahead", "recv", "slots", "pslots"))
+        N, Wp, Wd, isl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"]
+        bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=st["spread"])
         f_p = f_d = 1.0
         quick = dict(warmup=1, rounds=1, spread=bench["spread"])  # the split's search: one warm-up and one
         # measured request per client
