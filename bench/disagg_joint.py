@@ -13,8 +13,8 @@ after at most rounds + 1 iterations. Workers take requests round robin in sendin
 
 Takes the achievable disaggregated points of docs/validation/serving/points.csv with at most that many clients,
 a sample of each backend, and prints the median |TTFT error| of the validation's prediction (the points.csv row)
-and of the joint loop, per backend. About 20 s a point on one core. Results (docs/validation.md, "Today's
-errors", twenty-fifth session): 56 points, 57.0% -> 51.1%; the rest of the gap is not synchronisation.
+and of the joint loop, per backend. About 8 s a point on one core. Results (docs/validation.md, "Today's
+errors", twenty-fifth session): 56 points, 57.0% -> 47.9%; the rest of the gap is not synchronisation.
 """
 from __future__ import annotations
 
