@@ -339,15 +339,10 @@ class FastCost:
         K = hi - lo + 1
         sums = np.empty((k, table.shape[1]))
         if greedy:  # MixedStep's greedy groups may change when a row's rounded context steps up: per iteration
-            # the busiest group of its rounded contexts (as __call__ takes it), found again only when they change
-            Ss, C, seen = np.sort(S0), np.zeros((k, K)), {}
-            for j in range(k):
-                kj = -(-(Ss + j) // self.q)
-                key = kj.tobytes()
-                row = seen.get(key)
-                if row is None:
-                    row = seen[key] = np.bincount(kj[self._busiest(kj)] - lo, minlength=K).astype(np.float64)
-                C[j] = row
+            # the busiest group of its rounded contexts (as __call__ takes it), all k iterations' at once
+            kj = -(-(np.sort(S0)[None, :] + np.arange(k)[:, None]) // self.q)
+            C = np.bincount((np.arange(k)[:, None] * K + kj - lo)[_busiest_groups(kj * float(self.q), self.lay.ep)],
+                            minlength=k * K).reshape(k, K).astype(np.float64)
             sums[:] = C @ table[lo:hi + 1]
         step = max(1, 4_000_000 // max(m, K))  # iterations per block: a few MB of counts at most
         j0 = k if greedy else 0
@@ -446,3 +441,24 @@ class ExactCost:
     def __call__(self, T, S) -> float:
         self.calls += 1
         return self.base(list(zip(T.tolist(), S.tolist())))
+
+
+def _busiest_groups(W: np.ndarray, ep: int) -> np.ndarray:
+    """engine._busiest_group for many iterations at once: W (k, m), iteration j's rows' attention loads (T = 1 each);
+    the mask (k, m) of each iteration's busiest group. Greedy longest-first, as engine._lpt: the rows in
+    descending load (stable: the lower row first among equals), each to the least-loaded group (the lowest among
+    equals), the busiest the first of the largest loads; each group's load is summed in the same order, so the
+    groups are engine's to the bit. One pass over the m rows, vectorized over the k iterations."""
+    k, m = W.shape
+    if ep <= 1 or m <= 1:
+        return np.ones((k, m), dtype=bool)
+    order = np.argsort(-W, axis=1, kind="stable")
+    w = np.take_along_axis(W, order, axis=1)
+    loads = np.zeros((k, ep))
+    owner = np.empty((k, m), dtype=np.int64)
+    j = np.arange(k)
+    for i in range(m):
+        g = np.argmin(loads, axis=1)  # the first of the least loaded: the heap's (load, group) order
+        owner[j, order[:, i]] = g
+        loads[j, g] += w[:, i]
+    return owner == np.argmax(loads, axis=1)[:, None]
