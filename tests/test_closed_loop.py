@@ -180,6 +180,23 @@ def test_the_busiest_attention_group_is_greedy_longest_first(rows, ep):
     assert np.array_equal(engine._busiest_group(T, S, ep), _lpt_reference(T, S, ep) if ep > 1 else np.ones(T.size, bool))
 
 
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=70), st.integers(1, 9), st.integers(1, 30),
+       st.sampled_from([1, 16, 64]))
+def test_a_run_of_decode_steps_finds_each_iteration_s_busiest_group_as_one_step_does(S0, ep, k, q):
+    """The busiest attention group of k decode iterations at rounded contexts ceil((S0 + j) / q) q, found for all k
+    at once (fastcost._busiest_groups), is engine's greedy one of each iteration to the row: small contexts and
+    quanta make ties, which the lower row and the lower group win in both."""
+    from perfmodel import engine
+    from perfmodel.serving.fastcost import _busiest_groups
+
+    Ss = np.sort(np.array(S0, dtype=np.int64))
+    kj = -(-(Ss[None, :] + np.arange(k)[:, None]) // q)
+    got = _busiest_groups(kj * float(q), ep)
+    for j in range(k):
+        assert np.array_equal(got[j], engine._busiest_group(np.ones(Ss.size), kj[j] * float(q), ep)), j
+
+
 @pytest.mark.parametrize("model,lay", [("qwen3-30b-a3b", Layout(1, 1, 4, 1)), ("deepseek-v2-lite", Layout(2, 1, 2, 1))])
 def test_decode_steps_with_attention_data_parallel_are_stepcost_to_1e9(model, lay):
     """With ep attention groups a decode step prices the busiest group's rows, as MixedStep does."""

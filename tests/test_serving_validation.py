@@ -12,7 +12,7 @@ import pytest
 import perfmodel as pm
 from perfmodel.cli import main
 from perfmodel.ops import Layout, Precision
-from perfmodel.serving import silicon, silicon_plan
+from perfmodel.serving import fastsim, silicon, silicon_disagg, silicon_plan
 from perfmodel.serving.speculative import module_memory
 
 
@@ -653,13 +653,13 @@ def test_a_disaggregated_point_s_decode_worker_forms_its_batches_ahead_and_its_p
     with disable_overlap_scheduler: docs/launch.md). The roofline has no engine and forms no batch ahead."""
     p = [q for q in silicon.plan(_small(sample, "disagg", 1)) if q["status"] == "ok"][0]
     seen = []
-    orig = silicon.Predictor.closed
+    orig = fastsim.run
 
-    def closed(self, inst, n, isl, osl, prefilled=False, **k):
-        seen.append((prefilled, k.get("ahead", False)))
-        return orig(self, inst, n, isl, osl, prefilled=prefilled, **k)
+    def run(*a, prefilled=False, ahead=False, **k):  # every simulated worker, the joint loop's and the pools'
+        seen.append((prefilled, ahead))
+        return orig(*a, prefilled=prefilled, ahead=ahead, **k)
 
-    monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(fastsim, "run", run)
     for mode, want in (("achievable", True), ("roofline", False)):
         seen.clear()
         silicon.Predictor(mode)(dict(p, isl=512, osl=16, concurrency=4))
@@ -671,20 +671,24 @@ def test_a_disaggregated_point_of_one_output_token_has_no_decode_stage(sample, m
     the prefill pool's stage plus the KV transfer. With two, the decode worker runs and its first iteration is in
     the TTFT (Dynamo streams a request's tokens from the decode worker)."""
     p = [q for q in silicon.plan(_small(sample, "disagg", 1)) if q["status"] == "ok"][0]
-    pred = silicon.Predictor("roofline")
-    r = pred(dict(p, isl=512, osl=1, concurrency=4, spread=None))
-    assert math.isnan(r["tpot_s"]) and r["ttft_s"] > r["transfer_s"] > 0
     seen = []
-    orig = silicon.Predictor.closed
+    orig = fastsim.run
 
-    def closed(self, inst, n, isl, osl, prefilled=False, **k):
-        seen.append((prefilled, k.get("warmup")))
-        return orig(self, inst, n, isl, osl, prefilled=prefilled, **k)
+    def run(*a, prefilled=False, **k):  # every simulated worker, the joint loop's and the pools'
+        seen.append(prefilled)
+        return orig(*a, prefilled=prefilled, **k)
 
-    monkeypatch.setattr(silicon.Predictor, "closed", closed)
-    two = pred(dict(p, isl=512, osl=2, concurrency=4, spread=None))  # two: the decode worker makes the second
-    assert not math.isnan(two["tpot_s"]) and two["ttft_s"] > r["ttft_s"]  # both tokens in its first response
-    assert (True, 1) in seen and (True, None) in seen  # the split's search simulates the decode worker too
+    monkeypatch.setattr(fastsim, "run", run)
+    for N in (4, silicon_disagg.JOINT_CLIENTS + 1):  # the joint loop, and the pooled one above it
+        pred = silicon.Predictor("roofline")
+        seen.clear()
+        r = pred(dict(p, isl=512, osl=1, concurrency=N, spread=None))
+        assert math.isnan(r["tpot_s"]) and r["ttft_s"] > r["transfer_s"] > 0
+        assert seen and not any(seen)  # prefill workers only
+        seen.clear()
+        two = pred(dict(p, isl=512, osl=2, concurrency=N, spread=None))  # two: the decode worker makes the second
+        assert not math.isnan(two["tpot_s"]) and two["ttft_s"] > r["ttft_s"]  # both tokens in its first response
+        assert any(seen)
 
 
 def test_deepseek_r1_nvfp4_v2_s_pins_give_the_checkpoint_s_size_on_disk():

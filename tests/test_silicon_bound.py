@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from perfmodel.cli import main
 from perfmodel.ops import Layout
-from perfmodel.serving import disagg, silicon, silicon_report
+from perfmodel.serving import disagg, silicon, silicon_disagg, silicon_report
 
 
 def _loop(c):  # a worker's closed loop of c clients: each iteration 0.2 s + 0.05 s a request, TTFT grows with c
@@ -89,6 +89,7 @@ def stand_ins(monkeypatch):
     monkeypatch.setattr(silicon.Predictor, "burst_mean", lambda pred, inst, n, isl, steady, **k: steady)
     monkeypatch.setattr(silicon.Predictor, "no_evict", staticmethod(lambda inst, isl, osl, engine: 64))
     monkeypatch.setattr(disagg, "Transfer", Transfer)
+    monkeypatch.setattr(silicon_disagg, "JOINT_CLIENTS", 0)  # the pooled loop (the joint one: its own test below)
 
 
 def _agg(N=64, rate=None):
@@ -239,3 +240,24 @@ def test_a_table_without_times_or_bounds_is_summarized_from_its_errors():
     s = silicon_report.summarize(bare)
     row = s[s["category"] == "overall"].iloc[0]
     assert (row["ttft_above"], row["tpot_above"]) == (1, 2) and "bound_ttft_above" not in s.columns
+
+
+def test_a_jointly_simulated_disagg_point_s_bound_is_the_same_pools_at_the_measured_rate(stand_ins, monkeypatch):
+    """Up to JOINT_CLIENTS the loop itself is the joint simulation, and the bound at the measured rate is still each
+    pool holding the clients that serve it (the lower of the two); a rate the pools cannot serve leaves the loop's."""
+    N, Wp, Wd = 60, 2, 3
+    monkeypatch.setattr(silicon_disagg, "JOINT_CLIENTS", 128)
+    monkeypatch.setattr(silicon.Predictor, "joint", lambda self, *a: {
+        "ttft_profile": 50.0, "tpot_profile": 9.0, "rate": 0.2, "preempted": 0, "prefill_clients": 1.0})
+    plain = silicon.Predictor("roofline")(_disagg(N, Wp, Wd))
+    assert (plain["ttft_s"], plain["tpot_s"], plain["decode_clients"]) == (50.0, 9.0, 59.0)
+    pre = silicon.Predictor.pool(lambda c: dict(_loop(c), stage=0.1 + 0.02 * c), lambda r, c: Wp * c / (r["stage"] + 0.004))
+    dec = silicon.Predictor.pool(_loop, lambda r, c: Wd * r["rate"])
+    x = dec(N / Wd)[0] / 4
+    v_p, v_d = silicon.Predictor.at_rate(pre, N / Wp, x), silicon.Predictor.at_rate(dec, N / Wd, x)
+    out = silicon.Predictor("roofline")(_disagg(N, Wp, Wd, x))
+    want = pre(v_p)[1]("stage") + 0.004 + dec(v_d)[1]("ttft_profile")
+    assert out["bound_ttft_s"] == pytest.approx(want, rel=1e-12) and want < 50.0
+    assert out["bound_tpot_s"] == pytest.approx(dec(v_d)[1]("tpot_profile"), rel=1e-12)
+    fast = silicon.Predictor("roofline")(_disagg(N, Wp, Wd, 1e6))  # no pool serves a million a second
+    assert (fast["bound_ttft_s"], fast["bound_tpot_s"]) == (50.0, 9.0)

@@ -47,6 +47,13 @@ class Toy:
         return self.cost(np.asarray(T), np.asarray(S))
 
 
+@pytest.fixture(autouse=True)
+def _pooled(monkeypatch):
+    """The points in this file up to the joint loop's section run the pooled balance (Disaggregated.pooled), which
+    prices a loop above JOINT_CLIENTS clients: every point takes it here. The joint loop's tests set it back."""
+    monkeypatch.setattr(silicon_disagg, "JOINT_CLIENTS", 0)
+
+
 # ---------------------------------------------------------------- the step-cost estimates of the split
 @pytest.mark.parametrize("isl, c_p, move, k", [
     (1000, 10, 0.01, 4),  # 4,096-token budget: 4 whole prompts an iteration, 10 clients wait 2.5 iterations + move
@@ -649,3 +656,93 @@ def test_a_loop_whose_longest_drawn_request_does_not_fit_alone_does_not_fit_what
     toy = Toy(capacity=7 * 16 * 1000.0)
     with pytest.raises(SpecError, match="does not fit"):
         silicon.Predictor("roofline").closed(toy, 4, 64, 64, spread=0.5)
+
+
+# ---------------------------------------------------------------- the joint loop (up to JOINT_CLIENTS clients)
+def _stages(pre, dec, osl=5, move=0.004, pslots=None, slots=None):
+    return {"pre": pre, "dec": dec, "move": move, "osl": osl, "tokens": osl, "drafts": 0, "ahead": False,
+            "recv": None, "slots": slots, "pslots": pslots, "spread": None}
+
+
+@pytest.mark.parametrize("N, Wp", [(1, 1), (4, 1), (6, 2), (16, 4)])
+def test_clients_sent_together_stay_in_step_through_both_pools(N, Wp):
+    """Prompts of one length sent together run together: N / W_p a prefill worker in one iteration (the budget holds
+    them), the transfer, one decode worker's iterations over all N; all N finish together and send again together,
+    so every round is the first one. TTFT = tau_p(N / W_p prompts) + move + the decode worker's first iteration
+    (Dynamo streams the first token from it); a cycle adds the other osl - 2 iterations, each a context longer, and
+    Little's law gives the rate (N / cycle) and the clients in the prefill pool (rate x (tau_p + move))."""
+    isl, osl, move = 1000, 5, 0.004
+    pre, dec = Toy(a=2e-3, b=1e-6, c=1e-8, budget=64_000), Toy(a=1e-3, b=1e-5, c=1e-8)
+    pred = silicon.Predictor("roofline")
+    j = pred.joint(_stages(pre, dec, osl, move), N, Wp, 1, isl, silicon.PROFILE_ROUNDS)
+    k = N // Wp
+    tau_p = 2e-3 + 1e-6 * k * isl + 1e-8 * k * isl  # ToyCost: a + b sum(T) + c sum(S), S = the prompt's context
+    tau_d = [1e-3 + 1e-5 * N + 1e-8 * N * (isl + i) for i in range(1, osl)]  # osl - 1 iterations, from isl + 1
+    assert j["ttft_profile"] == pytest.approx(tau_p + move + tau_d[0], rel=1e-12)
+    cycle = tau_p + move + sum(tau_d)
+    assert j["rate"] == pytest.approx(N / cycle, rel=1e-12)
+    assert j["prefill_clients"] == pytest.approx(N * (tau_p + move) / cycle, rel=1e-12)
+    assert j["tpot_profile"] == pytest.approx(sum(tau_d[1:]) / (osl - 1), rel=1e-12)
+    assert j["iterations"] <= pred.warmup + pred.rounds + 2  # one more round exact an iteration, then a check
+
+
+def test_a_prompt_sent_alone_queues_behind_the_ones_sent_with_it_which_a_steady_share_does_not_see():
+    """Four clients in step on one prefill worker that runs one prompt an iteration (pslots 1): the k-th prompt of a
+    round waits for the k - 1 before it, so the mean prefill stage is 2.5 prompt times. The pooled balance puts
+    under one client on the worker at a time (it serves its share far faster than the decode pool), so it waits
+    for no one: the joint loop's TTFT is above it."""
+    isl, osl, move = 1000, 5, 0.004
+    pre, dec = Toy(a=2e-3, b=1e-6, c=1e-8), Toy(a=1e-2, b=1e-5, c=1e-8)
+    pred = silicon.Predictor("roofline")
+    j = pred.joint(_stages(pre, dec, osl, move, pslots=1), 4, 1, 1, isl, silicon.PROFILE_ROUNDS)
+    tau_p = 2e-3 + 1e-6 * isl + 1e-8 * isl
+    # the k-th prompt is done at k tau_p; the decode worker takes each as it comes, so the first tokens come apart:
+    # the ttft is at least the mean prefill stage, 2.5 tau_p, plus the transfer
+    assert j["ttft_profile"] > 2.5 * tau_p + move
+    st = _stages(pre, dec, osl, move, pslots=1)
+    bench = dict(profile=silicon.PROFILE_ROUNDS, spread=None)
+    prefill = pred.pool(lambda c: pred.closed(pre, c, isl, 1, prefill="separate", slots=1, **bench),
+                        lambda r, c: c / (r["stage"] + move))
+    decode = pred.pool(lambda c: pred.closed(dec, c, isl, osl, prefilled=True, **bench), lambda r, c: r["rate"])
+    pooled = pred.pooled(st, 4, 1, 1, isl, bench, prefill, decode, lambda steady: steady + move)
+    assert pooled["prefill_clients"] < 1 and pooled["ttft_s"] < j["ttft_profile"]
+
+
+def test_a_router_sends_each_request_to_the_worker_with_the_fewest_in_flight_the_lowest_on_ties():
+    order = np.arange(6)
+    at = np.array([0.0, 0.0, 0.0, 1.0, 2.0, 2.5])
+    never = np.full(6, np.inf)  # nothing finishes: round robin
+    assert [w.tolist() for w in silicon_disagg.route(order, at, never, 3)] == [[0, 3], [1, 4], [2, 5]]
+    # request 0 is done at 0.5: request 3 (at 1.0) finds worker 0 empty; request 4 (at 2.0) finds one on each and
+    # takes the lowest, 0; request 5 (at 2.5) finds two there and one on 1 and 2: worker 1
+    ends = np.array([0.5, 9.0, 9.0, 9.0, 9.0, 9.0])
+    assert [w.tolist() for w in silicon_disagg.route(order, at, ends, 3)] == [[0, 3, 4], [1, 5], [2]]
+    assert [w.tolist() for w in silicon_disagg.route(order, at, never, 1)] == [order.tolist()]
+
+
+def test_up_to_joint_clients_the_loop_is_simulated_jointly_and_above_it_pooled(monkeypatch):
+    seen = []
+    monkeypatch.setattr(silicon_disagg, "JOINT_CLIENTS", 128)
+    monkeypatch.setattr(silicon.Predictor, "joint", lambda self, st, N, *a: seen.append(("joint", N)) or
+                        {"ttft_profile": 1.0, "tpot_profile": 0.1, "rate": 2.0, "preempted": 0,
+                         "prefill_clients": 0.5})
+    monkeypatch.setattr(silicon.Predictor, "pooled", lambda self, st, N, *a: seen.append(("pooled", N)) or
+                        {"ttft_s": 3.0, "tpot_s": 0.3})
+    pre, dec = Toy(tp=2), Toy(tp=4)
+    monkeypatch.setattr(silicon.Predictor, "stages", lambda self, p: _stages(pre, dec))
+    out = [silicon.Predictor("achievable")(_point(N=N)) for N in (128, 129)]
+    assert seen == [("joint", 128), ("pooled", 129)]
+    assert out[0]["ttft_s"] == 1.0 and out[0]["decode_clients"] == 127.5 and out[1]["ttft_s"] == 3.0
+
+
+def test_a_joint_loop_that_does_not_settle_in_its_iterations_is_an_error_not_an_answer(monkeypatch):
+    monkeypatch.setattr(silicon_disagg, "MAX_JOINT", 2)  # 2 clients in step need 6: a round more each, then a check
+    with pytest.raises(RuntimeError, match="did not settle in 2 iterations"):
+        silicon.Predictor("roofline").joint(_stages(Toy(), Toy()), 2, 1, 1, 1000, silicon.PROFILE_ROUNDS)
+
+
+@pytest.mark.parametrize("pre_cap, dec_cap, what", [(5e5, 1e12, "prefill"), (1e12, 5e5, "decode")])
+def test_a_prompt_a_worker_cannot_hold_does_not_fit_the_joint_loop(pre_cap, dec_cap, what):
+    with pytest.raises(SpecError, match=f"does not fit.*a {what} worker has left"):
+        silicon.Predictor("roofline").joint(_stages(Toy(capacity=pre_cap), Toy(capacity=dec_cap)), 2, 1, 1, 1000,
+                                            silicon.PROFILE_ROUNDS)

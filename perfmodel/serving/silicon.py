@@ -79,7 +79,7 @@ from .silicon_plan import (  # noqa: F401 (re-exported)
     DATA, SAMPLE, COLUMNS, MODELS, SYSTEMS, PRECISION, PREFILL, RECIPES, BLOCK_FP8, weights_format, experts_format,
     checkpoint_pins, NVFP4_KEPT,
     budget, worker_budget, worker_cap, _ranks, load, concurrency, plan, recipe_workers, _recipe_layout, _layout, _int,
-    _num, agg_parallel, agg_speculative, MTP_PRICED, PROFILE_ROUNDS, spread_lengths,
+    _num, agg_parallel, agg_speculative, MTP_PRICED, PROFILE_ROUNDS, profile_mean, spread_lengths,
 )
 from .silicon_disagg import Disaggregated
 
@@ -88,29 +88,6 @@ BANDS = ((1, 4, "1-4"), (5, 32, "5-32"), (33, 128, "33-128"), (129, 512, "129-51
 
 
 # ---------------------------------------------------------------- one point (PROFILE_ROUNDS: silicon_plan)
-def profile_mean(x, n: int, warmup: int, rounds: int, profile: int = PROFILE_ROUNDS) -> float:
-    """The mean of x over AIPerf's profiling phase of `profile` x n requests, from one simulated closed loop of n
-    clients that starts empty: its first `warmup` x n requests are the phase's first rounds (the burst of n
-    prompts and the round it staggers), its last n the phase's last round (sent while no request follows), and
-    the `rounds` x n between them stand for every round in the middle.
-    NaN marks a request the benchmark leaves out (a one-token output's TPOT): the mean is over the others, each
-    weighted as above, and 0 when there are none (benchmark_serving.py's mean of no TPOT)."""
-    x = np.asarray(x, dtype=np.float64)
-    head, mid, tail = x[:warmup * n], x[warmup * n:(warmup + rounds) * n], x[(warmup + rounds) * n:]
-    middle = profile - warmup - 1
-    whole = warmup >= 1 and tail.size == n and middle >= 0  # else no burst to count or no drain: the steady window
-    if np.isnan(x).any():
-        w = np.ones_like(x)
-        w[warmup * n:(warmup + rounds) * n] = middle * n / mid.size if whole else 1.0
-        if not whole:
-            w[:warmup * n], w[(warmup + rounds) * n:] = 0.0, 0.0
-        ok = ~np.isnan(x) & (w > 0)
-        return float(np.sum(w[ok] * x[ok]) / np.sum(w[ok])) if ok.any() else 0.0
-    if not whole:
-        return float(np.mean(mid))
-    return float((np.sum(head) + middle * n * np.mean(mid) + np.sum(tail)) / (profile * n))
-
-
 def _mean(v: np.ndarray) -> float:
     """The mean of the values that are not NaN (requests the benchmark leaves out), 0 when none is left."""
     ok = ~np.isnan(v)

@@ -1,12 +1,18 @@
-"""The serving validation's disaggregated point (silicon.Predictor's disagg, and the split it searches): W_p
-prefill workers and W_d decode workers in one closed loop of N clients (perfmodel.serving.silicon's docstring
-gives the benchmark).
+"""The serving validation's disaggregated point (silicon.Predictor's disagg): W_p prefill workers and W_d decode
+workers in one closed loop of N clients (perfmodel.serving.silicon's docstring gives the benchmark).
 
 Each client's request passes through the prefill pool (its prompt, then the KV transfer) and then the decode pool.
-In the steady loop both pools serve the same request rate X, and the N clients are shared between them:
-N = N_p + N_d with X = x_p(N_p) = x_d(N_d) (Little's law per pool). A pool's clients are a real number: a
-prefill pool that outruns the decode pool holds fewer clients than it has workers (each worker is busy part of
-the time), and the decode workers hold the rest, floor(u) or floor(u) + 1 of them a worker (Dynamo's router
+Up to JOINT_CLIENTS clients the loop is simulated as it runs (Disaggregated.joint): every worker of both pools at
+once, from the burst of N prompts, each client sending its next request when its last one is done, the two pools
+coupled by fixed-point iteration on the send times. Prompts of one length sent together run together, finish
+together and come back together: the clients can stay in step, and a prompt then queues behind the others on its
+prefill worker, which no steady share of the clients has.
+
+Above JOINT_CLIENTS (the joint loop costs 10-50x the pooled balance there: docs/validation.md, "Today's errors") the
+loop is the pooled balance, its steady state by Little's law per pool. Both pools serve the same request rate X, and
+the N clients are shared between them: N = N_p + N_d with X = x_p(N_p) = x_d(N_d). A pool's clients are a real
+number: a prefill pool that outruns the decode pool holds fewer clients than it has workers (each worker is busy
+part of the time), and the decode workers hold the rest, floor(u) or floor(u) + 1 of them a worker (Dynamo's router
 sends a request to a worker with room). The search:
 - split: the integer share c_p of clients a prefill worker holds where the pools' rates from step costs cross,
   corrected by what quick simulations served there (up to three tries);
@@ -18,13 +24,15 @@ TPOT; the prefill pool's stage time (its burst first) and the transfer complete 
 """
 from __future__ import annotations
 
+import heapq
 import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import SpecError
 from . import fastsim
-from .silicon_plan import PROFILE_ROUNDS, spread_lengths, worker_budget, worker_cap
+from .silicon_plan import PROFILE_ROUNDS, profile_mean, spread_lengths, worker_budget, worker_cap
 
 if TYPE_CHECKING:
     from .slo import Instance
@@ -33,6 +41,12 @@ if TYPE_CHECKING:
 # grid 2^k apart with at most GRID / 2 cells an octave (a client's share of the rate is then below 1/16 anyway)
 GRID = 32
 BALANCE_TOL = 1e-6  # the bisection's bracket, in clients a prefill worker (relative above one client)
+# up to this many clients the loop is simulated jointly (Disaggregated.joint), above it by the pooled balance: the
+# joint loop iterates the whole simulation 8-17 times, 1.4 s a point on average up to 16 clients, 6-8 s at 64, 70-130 s
+# at 1,024-4,096 on one core (docs/validation.md, "Today's errors", twenty-sixth session), where the pooled one takes
+# 0.2-6 s
+JOINT_CLIENTS = 128
+MAX_JOINT = 100  # iterations of the joint loop's fixed point (8-17 seen); not settled by then is an error
 
 
 class Disaggregated:
@@ -86,8 +100,47 @@ class Disaggregated:
             st[k] for k in ("pre", "dec", "move", "osl", "tokens", "ahead", "recv", "slots", "pslots"))
         N, Wp, Wd, isl = p["concurrency"], p["prefill_workers"], p["decode_workers"], p["isl"]
         bench = dict(profile=p.get("profile", PROFILE_ROUNDS), spread=st["spread"])
+        # a pool of workers, each with u clients on average (pool): its requests a second and its simulated means
+        prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
+                            lambda r, c: Wp * c / (r["stage"] + move))  # each client also waits the transfer
+        decode = (self.pool(lambda c: self.closed(dec, c, isl, osl, prefilled=True, slots=slots, tokens=tokens,
+                                                  ahead=ahead, recv=recv, **bench), lambda r, c: Wd * r["rate"])
+                  if osl > 1 else None)
+
+        def phase(steady):  # the prefill pool's mean over the benchmark's phase, and the transfer: the phase opens
+            # with all N prompts sent at once to an empty server, every one of them in the prefill pool's first round
+            # (N / W_p a worker), not the share the pools hold once the loop is steady
+            return self.burst_mean(pre, -(-N // Wp), isl, steady, slots=pslots, **bench) + move
+
+        if N <= JOINT_CLIENTS:
+            j = self.joint(st, N, Wp, Wd, isl, bench["profile"])
+            out = {"ttft_s": j["ttft_profile"], "tpot_s": j["tpot_profile"] if osl > 1 else math.nan,
+                   "in_flight": math.nan, "request_rate": j["rate"], "preempted": j["preempted"], "transfer_s": move,
+                   "prefill_clients": j["prefill_clients"], "decode_clients": N - j["prefill_clients"]}
+        else:
+            out = self.pooled(st, N, Wp, Wd, isl, bench, prefill, decode, phase)
+        if self.mode == "roofline" and p.get("measured_rate"):  # also the bound at the measured request rate: each
+            # pool holds the clients that serve it, the rest are between requests; where a pool cannot, the loop's
+            x = p["measured_rate"]
+            ttft, tpot = out["ttft_s"], out["tpot_s"]
+            if decode is None:
+                u = self.at_rate(prefill, N / Wp, x)
+                if u is not None:
+                    ttft = phase(prefill(u)[1]("stage"))
+            else:
+                v_p, v_d = self.at_rate(prefill, N / Wp, x), self.at_rate(decode, N / Wd, x)
+                if v_p is not None and v_d is not None and Wp * v_p + Wd * v_d <= N:
+                    f_d = decode(v_d)[1]
+                    ttft, tpot = phase(prefill(v_p)[1]("stage")) + f_d("ttft_profile"), f_d("tpot_profile")
+            out.update(self.lower(out, ttft, tpot))
+        return out
+
+    def pooled(self, st: dict, N: int, Wp: int, Wd: int, isl: int, bench: dict, prefill, decode, phase) -> dict:
+        """The loop as two pools in a steady state (the module docstring): the split, then the balance."""
+        pre, dec, move, osl, tokens, ahead, recv, slots, pslots = (
+            st[k] for k in ("pre", "dec", "move", "osl", "tokens", "ahead", "recv", "slots", "pslots"))
         f_p = f_d = 1.0
-        quick = dict(warmup=1, rounds=1, spread=bench["spread"])  # the split's search: one warm-up and one
+        quick = dict(warmup=1, rounds=1, spread=st["spread"])  # the split's search: one warm-up and one
         # measured request per client
         for _ in range(3):  # the split from step costs, then corrected by what the simulations served there
             c_p = self.split(pre, dec, N, Wp, Wd, isl, osl, move, slots, f_p, f_d, pslots)
@@ -101,43 +154,88 @@ class Disaggregated:
                 break
             est_p, est_d = self.rates(pre, dec, Wp, Wd, isl, osl, move, slots, c_p, c_d, pslots)
             f_p, f_d = x_p / est_p, x_d / est_d
-        def phase(steady):  # the prefill pool's mean over the benchmark's phase, and the transfer: the phase opens
-            # with all N prompts sent at once to an empty server, every one of them in the prefill pool's first round
-            # (N / W_p a worker), not the share the pools hold once the loop is steady
-            return self.burst_mean(pre, -(-N // Wp), isl, steady, slots=pslots, **bench) + move
-
-        bound = self.mode == "roofline" and p.get("measured_rate")  # also the bound at the measured request rate
-        if b is None:  # a one-token output: the prefill pool holds every client it can
+        if decode is None:  # a one-token output: the prefill pool holds every client it can
             a = self.closed(pre, c_p, isl, 1, prefill="separate", slots=pslots, **bench)
-            t_p = phase(a["stage"])
-            out = {"ttft_s": t_p, "tpot_s": math.nan, "in_flight": math.nan, "request_rate": Wp * a["rate"],
-                   "preempted": 0, "transfer_s": move, "prefill_clients": c_p * Wp, "decode_clients": 0}
-            if bound:
-                prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
-                                    lambda r, c: Wp * c / (r["stage"] + move))
-                u = self.at_rate(prefill, N / Wp, p["measured_rate"])
-                out.update(self.lower(out, t_p if u is None else phase(prefill(u)[1]("stage")), math.nan))
-            return out
+            return {"ttft_s": phase(a["stage"]), "tpot_s": math.nan, "in_flight": math.nan,
+                    "request_rate": Wp * a["rate"],
+                    "preempted": 0, "transfer_s": move, "prefill_clients": c_p * Wp, "decode_clients": 0}
         # the answer: the configured warm-up and rounds, at the real share where the pools' rates cross
-        prefill = self.pool(lambda c: self.closed(pre, c, isl, 1, prefill="separate", slots=pslots, **bench),
-                            lambda r, c: Wp * c / (r["stage"] + move))  # each client also waits the transfer
-        decode = self.pool(lambda c: self.closed(dec, c, isl, osl, prefilled=True, slots=slots, tokens=tokens,
-                                                 ahead=ahead, recv=recv, **bench), lambda r, c: Wd * r["rate"])
         u_p = self.balance(N, Wp, Wd, c_p, prefill, decode)
         x_p, f_p = prefill(u_p)
         x_d, f_d = decode((N - Wp * u_p) / Wd)
-        t_p = phase(f_p("stage"))
-        out = {"ttft_s": t_p + f_d("ttft_profile"), "tpot_s": f_d("tpot_profile"), "in_flight": math.nan,
-               "request_rate": min(x_p, x_d), "preempted": round(f_d("preempted")), "transfer_s": move,
-               "prefill_clients": Wp * u_p, "decode_clients": N - Wp * u_p}
-        if bound:  # each pool holds the clients that serve the measured rate; the rest are between requests
-            x = p["measured_rate"]
-            v_p, v_d = self.at_rate(prefill, N / Wp, x), self.at_rate(decode, N / Wd, x)
-            if v_p is not None and v_d is not None and Wp * v_p + Wd * v_d <= N:
-                f_p, f_d = prefill(v_p)[1], decode(v_d)[1]
-                t_p = phase(f_p("stage"))
-            out.update(self.lower(out, t_p + f_d("ttft_profile"), f_d("tpot_profile")))
-        return out
+        return {"ttft_s": phase(f_p("stage")) + f_d("ttft_profile"), "tpot_s": f_d("tpot_profile"),
+                "in_flight": math.nan, "request_rate": min(x_p, x_d), "preempted": round(f_d("preempted")),
+                "transfer_s": move, "prefill_clients": Wp * u_p, "decode_clients": N - Wp * u_p}
+
+    def joint(self, st: dict, N: int, Wp: int, Wd: int, isl: int, profile: int) -> dict:
+        """The disaggregated closed loop simulated through both pools at once, from empty: N clients, each sending
+        its next request the instant its last one is done (AIPerf, sa-bench: the (N + k)-th request is sent when the
+        k-th finishes); a request runs on a prefill worker (fastsim "separate", whole prompts, at most pslots an
+        iteration), its KV cache moves (move), and it decodes on a decode worker (fastsim prefilled, whose first
+        iteration with it streams its first token). Each pool's router sends a request to the worker with the fewest
+        of that pool's requests in flight when it arrives (Dynamo's router sends it to a worker with room), the
+        lowest index on ties: round robin while they are even. As the agg loop (closed): `warmup` rounds from the
+        burst of N prompts, `rounds` steady ones and a last one, the profile's mean from them (profile_mean).
+
+        The pools are coupled by fixed-point iteration on the send times and the routes: each iteration simulates
+        every worker on the previous iteration's sends and routes, and the next sends and routes follow from its
+        finishes. The system is causal (a send, a route depends only on what finished before it), so an iteration
+        is exact up to the first event the previous one got wrong, which comes later at every iteration; it stops
+        when an iteration reproduces its input exactly (at most MAX_JOINT iterations, else a RuntimeError)."""
+        pre, dec, move, osl, tokens = st["pre"], st["dec"], st["move"], st["osl"], st["tokens"]
+        spread, slots, pslots, recv, ahead = st["spread"], st["slots"], st["pslots"], st["recv"], st["ahead"]
+        warmup, rounds = self.warmup, self.rounds
+        key = ("joint", pre.serial, dec.serial, N, Wp, Wd, isl, osl, tokens, spread, slots, pslots, recv, ahead,
+               move, warmup, rounds, profile)
+        r = self.results.get(key)
+        if r is not None:
+            return r
+        total = (warmup + rounds + 1) * N
+        P = np.full(total, isl, dtype=np.int64) if spread is None else spread_lengths(isl, spread, total, 1)
+        O = (np.full(total, osl, dtype=np.int64) if spread is None or osl <= 1
+             else spread_lengths(osl, spread, total, 2))  # the streams of closed's agg loop (its seeds)
+        if not bool(np.all(fastsim.fits_alone(pre.sizes, pre.block, P, np.ones(total, dtype=np.int64)))):
+            raise SpecError("silicon", None, f"does not fit: one prompt's KV cache ({isl} tokens) is more than the "
+                                             f"{pre.sizes.capacity:.4g} B a prefill worker has left")
+        if not bool(np.all(fastsim.fits_alone(dec.sizes, dec.block, P, O))):
+            raise SpecError("silicon", None, f"does not fit: one request's KV cache ({isl} + {osl} tokens) is more "
+                                             f"than the {dec.sizes.capacity:.4g} B a decode worker has left")
+        send = np.full(total, np.inf)
+        send[:N] = 0.0  # the profiling phase opens on an empty server with N prompts sent at once
+        done_p, done = np.full(total, np.inf), np.full(total, np.inf)
+        ones = np.ones(total, dtype=np.int64)
+        for it in range(MAX_JOINT):
+            first, last = np.full(total, np.inf), np.full(total, np.inf)
+            new_p, new_d, preempted = np.full(total, np.inf), np.full(total, np.inf), 0
+            for idx in route(*_arrivals(send, done_p), Wp):  # the prefill workers (the last iteration's routes)
+                s = fastsim.run(send[idx], P[idx], ones[idx], pre.sizes, pre.cost, pslots, pre.budget, "separate",
+                                pre.block)
+                new_p[idx] = s["done"]
+            arr = new_p + move  # at the decode pool
+            if osl <= 1:  # one output token, made by the prefill worker: no decode worker runs
+                first, last, new_d = arr, arr, arr
+            for idx in (route(*_arrivals(arr, done), Wd) if osl > 1 else ()):
+                s = fastsim.run(arr[idx], P[idx], O[idx], dec.sizes, dec.cost, slots, dec.budget, "chunked",
+                                dec.block, prefilled=True, recv=recv, ahead=ahead)
+                first[idx], last[idx], new_d[idx] = s["first"], s["last"], s["done"]
+                preempted += int(s["preempted"])
+            nxt = send.copy()
+            nxt[N:] = np.sort(new_d)[:total - N]  # the k-th finish sends request N + k
+            if np.array_equal(nxt, send) and np.array_equal(new_p, done_p) and np.array_equal(new_d, done):
+                break
+            send, done_p, done = nxt, new_p, new_d
+        else:
+            raise RuntimeError(f"the disaggregated loop did not settle in {MAX_JOINT} iterations")
+        gap = np.maximum(O - 1, 1) if spread is not None else max(tokens - 1, 1)
+        tpot = np.where(O > 1, (last - first) / gap, np.nan)  # benchmark_serving.py: outputs > 1 token
+        w = slice(warmup * N, (warmup + rounds) * N)
+        stay = float(np.mean(done[w] - send[w]))  # a request's time in the loop; Little's law: N = X x stay
+        rate = N / stay
+        r = self.results[key] = {
+            "ttft_profile": profile_mean(first - send, N, warmup, rounds, profile),
+            "tpot_profile": profile_mean(tpot, N, warmup, rounds, profile), "rate": rate, "preempted": preempted,
+            "prefill_clients": rate * float(np.mean(done_p[w] + move - send[w])), "iterations": it + 1}
+        return r
 
     @staticmethod
     def pool(sim, rate):
@@ -277,3 +375,32 @@ class Disaggregated:
             else:
                 hi = mid
         return lo
+
+
+def _arrivals(at: np.ndarray, ends: np.ndarray) -> tuple:
+    """route's arguments for a pool: the requests that arrive (a finite time), in arrival order, and their times."""
+    known = np.flatnonzero(np.isfinite(at))
+    return known[np.argsort(at[known], kind="stable")], at, ends
+
+
+def route(order: np.ndarray, at: np.ndarray, ends: np.ndarray, W: int) -> list:
+    """A pool's router: the requests `order` (sorted by their arrivals `at`) shared among W workers, each to the
+    worker with the fewest of the pool's requests in flight when it arrives (those sent there that finish, by
+    `ends`, after it arrives; inf: not finished), the lowest index on ties. Returns each worker's requests, in
+    arrival order."""
+    if W == 1:
+        return [order] if order.size else []
+    heaps: list = [[] for _ in range(W)]
+    out: list = [[] for _ in range(W)]
+    for i in order.tolist():
+        a = at[i]
+        best, load = 0, math.inf
+        for w in range(W):
+            h = heaps[w]
+            while h and h[0] <= a:
+                heapq.heappop(h)
+            if len(h) < load:
+                best, load = w, len(h)
+        heapq.heappush(heaps[best], ends[i])
+        out[best].append(i)
+    return [np.asarray(o, dtype=np.int64) for o in out if o]  # a worker sent nothing is not simulated
