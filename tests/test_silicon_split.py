@@ -733,6 +733,12 @@ def test_up_to_joint_clients_the_loop_is_simulated_jointly_and_above_it_pooled(m
     out = [silicon.Predictor("achievable")(_point(N=N)) for N in (128, 129)]
     assert seen == [("joint", 128), ("pooled", 129)]
     assert out[0]["ttft_s"] == 1.0 and out[0]["decode_clients"] == 127.5 and out[1]["ttft_s"] == 3.0
+    seen.clear()  # bench/disagg_joint.py asks for one or the other whatever the clients
+    silicon.Predictor("achievable").disagg(_point(N=4), "pooled")
+    silicon.Predictor("achievable").disagg(_point(N=500), "joint")
+    assert seen == [("pooled", 4), ("joint", 500)]
+    with pytest.raises(ValueError, match="how"):
+        silicon.Predictor("achievable").disagg(_point(N=4), "both")
 
 
 def test_a_joint_loop_that_does_not_settle_in_its_iterations_is_an_error_not_an_answer(monkeypatch):

@@ -94,7 +94,12 @@ class Disaggregated:
                 # steps are simulated at one length (agg's rule)
                 "spread": None if osl != tokens else p.get("spread")}
 
-    def disagg(self, p: dict) -> dict:
+    def disagg(self, p: dict, how: str | None = None) -> dict:
+        """The point's TTFT, TPOT, request rate and clients in each pool (and the bound at the measured rate in the
+        roofline mode): the joint loop up to JOINT_CLIENTS clients, the pooled balance above; `how` ("joint",
+        "pooled") takes one whatever the clients (bench/disagg_joint.py compares them)."""
+        if how not in (None, "joint", "pooled"):
+            raise ValueError(f"how: 'joint' or 'pooled', not {how!r}")
         st = self.stages(p)
         pre, dec, move, osl, tokens, ahead, recv, slots, pslots = (
             st[k] for k in ("pre", "dec", "move", "osl", "tokens", "ahead", "recv", "slots", "pslots"))
@@ -112,7 +117,7 @@ class Disaggregated:
             # (N / W_p a worker), not the share the pools hold once the loop is steady
             return self.burst_mean(pre, -(-N // Wp), isl, steady, slots=pslots, **bench) + move
 
-        if N <= JOINT_CLIENTS:
+        if how == "joint" or (how is None and N <= JOINT_CLIENTS):
             j = self.joint(st, N, Wp, Wd, isl, bench["profile"])
             out = {"ttft_s": j["ttft_profile"], "tpot_s": j["tpot_profile"] if osl > 1 else math.nan,
                    "in_flight": math.nan, "request_rate": j["rate"], "preempted": j["preempted"], "transfer_s": move,
