@@ -46,7 +46,8 @@ BALANCE_TOL = 1e-6  # the bisection's bracket, in clients a prefill worker (rela
 # at 1,024-4,096 on one core (docs/validation.md, "Today's errors", twenty-sixth session), where the pooled one takes
 # 0.2-6 s
 JOINT_CLIENTS = 128
-MAX_JOINT = 100  # iterations of the joint loop's fixed point (8-17 seen); not settled by then is an error
+MAX_JOINT = 20  # iterations of the joint loop's fixed point a simulated round (8-17 seen for 5 rounds); not settled
+# by then is an error (validate's --rounds is at most 20: 23 rounds, 460 iterations)
 
 
 class Disaggregated:
@@ -186,7 +187,7 @@ class Disaggregated:
         every worker on the previous iteration's sends and routes, and the next sends and routes follow from its
         finishes. The system is causal (a send, a route depends only on what finished before it), so an iteration
         is exact up to the first event the previous one got wrong, which comes later at every iteration; it stops
-        when an iteration reproduces its input exactly (at most MAX_JOINT iterations, else a RuntimeError)."""
+        when an iteration reproduces its input exactly (at most MAX_JOINT a round, else a RuntimeError)."""
         pre, dec, move, osl, tokens = st["pre"], st["dec"], st["move"], st["osl"], st["tokens"]
         spread, slots, pslots, recv, ahead = st["spread"], st["slots"], st["pslots"], st["recv"], st["ahead"]
         warmup, rounds = self.warmup, self.rounds
@@ -209,7 +210,8 @@ class Disaggregated:
         send[:N] = 0.0  # the profiling phase opens on an empty server with N prompts sent at once
         done_p, done = np.full(total, np.inf), np.full(total, np.inf)
         ones = np.ones(total, dtype=np.int64)
-        for it in range(MAX_JOINT):
+        limit = MAX_JOINT * (warmup + rounds + 1)
+        for it in range(limit):
             first, last = np.full(total, np.inf), np.full(total, np.inf)
             new_p, new_d, preempted = np.full(total, np.inf), np.full(total, np.inf), 0
             for idx in route(*_arrivals(send, done_p), Wp):  # the prefill workers (the last iteration's routes)
@@ -230,7 +232,7 @@ class Disaggregated:
                 break
             send, done_p, done = nxt, new_p, new_d
         else:
-            raise RuntimeError(f"the disaggregated loop did not settle in {MAX_JOINT} iterations")
+            raise RuntimeError(f"the disaggregated loop did not settle in {limit} iterations")
         gap = np.maximum(O - 1, 1) if spread is not None else max(tokens - 1, 1)
         tpot = np.where(O > 1, (last - first) / gap, np.nan)  # benchmark_serving.py: outputs > 1 token
         w = slice(warmup * N, (warmup + rounds) * N)
