@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from perfmodel.runconfig import Layout
-from perfmodel.serving import silicon, silicon_plan
+from perfmodel.serving import fastsim, silicon, silicon_disagg, silicon_plan
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +253,7 @@ def test_a_disagg_point_draws_its_prompts_in_both_stages_and_its_outputs_only_in
         return orig_burst(self, inst, n, isl, steady, **k)
 
     monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(silicon_disagg, "JOINT_CLIENTS", 0)  # the pooled loop (the joint one: below)
     monkeypatch.setattr(silicon.Predictor, "burst_mean", burst)
     pred = silicon.Predictor("roofline")
     r = pred(p)
@@ -278,6 +279,7 @@ def test_an_mtp_disagg_point_keeps_fixed_lengths(disagg_plans, monkeypatch):
         return orig(self, inst, n, isl, osl, **k)
 
     monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(silicon_disagg, "JOINT_CLIENTS", 0)  # the pooled loop (the joint one: below)
     silicon.Predictor("roofline")(dict(p, isl=256, osl=8, concurrency=2))
     assert spreads and set(spreads) == {None}
 
@@ -368,8 +370,44 @@ def test_a_disagg_decode_worker_that_takes_requests_every_k_loops_makes_them_wai
         return orig(self, inst, n, isl, osl, **k)
 
     monkeypatch.setattr(silicon.Predictor, "closed", closed)
+    monkeypatch.setattr(silicon_disagg, "JOINT_CLIENTS", 0)  # the pooled loop (the joint one: below)
     base = silicon.Predictor("achievable")(p)
     calls.clear()
     held = silicon.Predictor("achievable")(dict(p, decode_recv=10))
     assert {r for o, r in calls if o > 1} == {10} and {r for o, r in calls if o == 1} == {None}
     assert held["ttft_s"] > base["ttft_s"] and held["request_rate"] <= base["request_rate"] * (1 + 1e-9)
+
+
+def test_the_joint_disagg_loop_draws_prompts_in_both_pools_outputs_at_the_decode_worker_and_passes_its_settings(
+        disagg_plans, monkeypatch):
+    """The joint loop (up to JOINT_CLIENTS clients) runs sa-bench's drawn lengths as the pooled one does: every
+    worker's prompts from [int(0.8 L), L], the decode workers' outputs drawn too, a prefill worker's one token
+    each; SGLang's receive interval reaches the decode workers only; an MTP row's stages run fixed lengths."""
+    s = silicon.load()
+    p = [q for q in silicon.plan(s[s["mode"] == "disagg"].head(40)) if q["status"] == "ok"][0]
+    p = dict(p, isl=512, osl=16, concurrency=4, prefill_workers=1, decode_workers=1, profile=10, spread=0.8,
+             decode_recv=10)
+    runs = []
+    orig = fastsim.run
+
+    def run(arrival, prompt, out, *a, prefilled=False, recv=None, **k):
+        runs.append((prefilled, np.asarray(prompt).copy(), np.asarray(out).copy(), recv))
+        return orig(arrival, prompt, out, *a, prefilled=prefilled, recv=recv, **k)
+
+    monkeypatch.setattr(fastsim, "run", run)
+    monkeypatch.setattr(silicon.Predictor, "closed", lambda *a, **k: pytest.fail("the joint loop runs no pool"))
+    silicon.Predictor("achievable")(p)
+    pre = [r for r in runs if not r[0]]
+    dec = [r for r in runs if r[0]]
+    assert pre and dec
+    allp = np.concatenate([r[1] for r in runs])
+    assert allp.min() >= int(0.8 * 512) and allp.max() <= 512 and allp.min() < allp.max()
+    assert all(np.all(r[2] == 1) for r in pre) and all(r[3] is None for r in pre)
+    outs = np.concatenate([r[2] for r in dec])
+    assert outs.min() >= int(0.8 * 16) and outs.max() <= 16 and outs.min() < outs.max()
+    assert {r[3] for r in dec} == {10}
+    q = next(q for q in disagg_plans.values() if q.get("spread") and q.get("speculative") == "mtp"
+             and silicon.Predictor.mtp_priced(q) and q["status"] == "ok")
+    runs.clear()
+    silicon.Predictor("roofline")(dict(q, isl=256, osl=8, concurrency=2))
+    assert runs and all(np.all(r[1] == 256) for r in runs)  # speculative steps: one length

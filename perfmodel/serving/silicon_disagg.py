@@ -8,7 +8,7 @@ coupled by fixed-point iteration on the send times. Prompts of one length sent t
 together and come back together: the clients can stay in step, and a prompt then queues behind the others on its
 prefill worker, which no steady share of the clients has.
 
-Above JOINT_CLIENTS (the joint loop costs 10-50x the pooled balance there: docs/validation.md, "Today's errors") the
+Above JOINT_CLIENTS (the joint loop costs 3-40x the pooled balance there: docs/validation.md, "Today's errors") the
 loop is the pooled balance, its steady state by Little's law per pool. Both pools serve the same request rate X, and
 the N clients are shared between them: N = N_p + N_d with X = x_p(N_p) = x_d(N_d). A pool's clients are a real
 number: a prefill pool that outruns the decode pool holds fewer clients than it has workers (each worker is busy
@@ -42,9 +42,8 @@ if TYPE_CHECKING:
 GRID = 32
 BALANCE_TOL = 1e-6  # the bisection's bracket, in clients a prefill worker (relative above one client)
 # up to this many clients the loop is simulated jointly (Disaggregated.joint), above it by the pooled balance: the
-# joint loop iterates the whole simulation 8-17 times, 1.4 s a point on average up to 16 clients, 6-8 s at 64, 70-130 s
-# at 1,024-4,096 on one core (docs/validation.md, "Today's errors", twenty-sixth session), where the pooled one takes
-# 0.2-6 s
+# joint loop iterates the whole simulation 8-17 times; bench/disagg_joint.py (2 points a band, one core beside a test
+# run) took 1-2 s a point up to 16 clients, 8-16 s at 17-128, 45-253 s above, where the pooled one took 0.1-23 s
 JOINT_CLIENTS = 128
 MAX_JOINT = 20  # iterations of the joint loop's fixed point a simulated round (8-17 seen for 5 rounds); not settled
 # by then is an error (validate's --rounds is at most 20: 23 rounds, 460 iterations)
