@@ -474,9 +474,10 @@ import tempfile
 from perfmodel.serving import silicon
 
 rows = silicon.load()
-with tempfile.TemporaryDirectory() as tmp:  # the four rows, as a sample of their own
-    f = os.path.join(tmp, "h100_disagg.csv")
-    rows[rows.id.str.startswith("dsr1_h100_trtllm_fp8_disagg_1024x1024")].to_csv(f, index=False)
+with tempfile.TemporaryDirectory() as tmp:  # the 6- and 9-client rows, as a sample of their own (each
+    f = os.path.join(tmp, "h100_disagg.csv")  # simulated through both pools: seconds a row)
+    rows[rows.id.str.startswith("dsr1_h100_trtllm_fp8_disagg_1024x1024")
+         & rows.id.str.contains("_c6_|_c9_")].to_csv(f, index=False)
     h = pm.serving_validation(sample=f, modes=("achievable",))
 h[["concurrency", "layout", "measured_ttft_ms", "predicted_ttft_ms", "measured_tpot_ms", "predicted_tpot_ms"]]
 """),
